@@ -1,0 +1,33 @@
+//! The contract between kernel selection (`kernels.rs`: pure, no driver calls) and the driver
+//! layer (`driver.rs`: dlopen, contexts, modules, launches, memory).
+
+/// Facts about the device the call runs on, queried once per context by the driver layer.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceInfo {
+    pub vendor: Vendor,
+    /// 32 on NVIDIA and RDNA, 64 on CDNA: queried from the device, never assumed.
+    pub warp_size: u32,
+    pub multiprocessors: u32,
+    pub max_threads_per_block: u32,
+    pub max_shared_mem_per_block: u32,
+    /// `major*10 + minor` on NVIDIA; the gfx number (e.g. 942) on AMD.
+    pub arch: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+}
+
+/// One kernel launch: extern "C" kernel name, geometry, and the by-value argument block
+/// (passed as the kernel's single parameter: `void* args[] = { params.as_ptr() }`).
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub kernel: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    /// Bytes of the kernel's parameter struct (`hip/kparams.h`), 8-byte aligned content.
+    pub params: Vec<u8>,
+}

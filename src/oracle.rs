@@ -1,0 +1,1 @@
+//! f64 oracle (stub until the real one lands).

@@ -1,5 +1,6 @@
 //! GPU backend (stub until the real one lands): every call answers NO_DEVICE.
 pub mod launch;
+pub mod kernels;
 use crate::error::*;
 use crate::plan::*;
 fn none<T>() -> Result<T> { Err(Error::new(CCV1D_ERR_NO_DEVICE, "no GPU backend compiled into this build")) }

@@ -1,0 +1,215 @@
+// Backward, channel-first. Block = (batch row b, channel d, chunk); it walks its chunk tile by
+// tile (same tiles as fwd_cf). Per tile:
+//   1. x over [t0-KP, t0+TILE+KP) into shared memory (own vectors 16-byte loads, halos scalar),
+//      dout of the own vectors into registers;
+//   2. g(t) = dout * act'(pre(t)) for the own tokens (pre recomputed from x) and for the K tokens
+//      after the tile (right halo, generic path) into shared memory;
+//   3. dx(p) = sum_k w[k] g(p+K-k) (+ dfinal term), and the dweight/dbias partial sums
+//      g(t) * x(t-K+k) in registers.
+// At the end the block's partials (W+1 floats) are summed in a fixed order and written to
+// ws[(b*n_chunks + chunk), d, 0..W]; bwd_reduce (misc.hip) adds the partials in a fixed order.
+#include "instances.h"
+
+template <typename T, int W>
+CCV_DEV void bwd_cf_body(const ccv_params& P) {
+  constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_bwd_cf, IT = CCV_CF_ITEMS;
+  constexpr int TILE = NT * V * IT, KP = 8, HV = (K + 3) / 4 * 4, HG = (V + K + 3) / 4 * 4;
+  __shared__ float4 xb4[(KP + TILE + KP) / 4];  // x at [t0-KP, t0+TILE+KP)
+  __shared__ float4 gb4[(TILE + KP) / 4];       // g at [t0, t0+TILE+KP)
+  float* xb = (float*)xb4;
+  float* gb = (float*)gb4;
+
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
+  const int64_t chunk = blk % nch;
+  const uint32_t rd = blk / nch;
+  const int64_t d = rd % dm, b = rd / dm;
+  const int f = P.flags;
+  const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
+  const int64_t L = P.seqlen;
+  const int tid = threadIdx.x;
+
+  WArr<W> wa;
+  float bias;
+  load_weights<W>(P, d, wa.w, bias);
+  const float* w = wa.w;
+  const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
+  const int64_t yrow = b * P.dout_s[0] + d * P.dout_s[1], ys = P.dout_s[2];
+  const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1], ds = P.dx_s[2];
+  bool row_ok = true;
+  if (!packed) row_ok = seg_by_index(P, b).valid;
+
+  float dw[W], db = 0.f;
+#pragma unroll
+  for (int k = 0; k < W; ++k) dw[k] = 0.f;
+
+  const int64_t cbeg = chunk * P.chunk;
+  const int64_t cend = min(L, cbeg + P.chunk);
+  for (int64_t t0 = cbeg; t0 < cend; t0 += TILE) {
+    // ---- 1. loads
+    if (tid < 2 * KP) {
+      const int64_t p = tid < KP ? t0 - KP + tid : t0 + TILE + (tid - KP);
+      const int idx = tid < KP ? tid : KP + TILE + (tid - KP);
+      xb[idx] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : 0.f;
+    }
+    float xv[IT][V], gv[IT][V];
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      if (vec && tv + V <= L) {
+        ldv<T>(P.x, xrow + tv, xv[j]);
+        ldv<T>(P.dout, yrow + tv, gv[j]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          xv[j][e] = tv + e < L ? ldf<T>(P.x, xrow + (tv + e) * xs) : 0.f;
+          gv[j][e] = tv + e < L ? ldf<T>(P.dout, yrow + (tv + e) * ys) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < V; e += 4) xb4[(KP + v * V + e) / 4] = make_float4(xv[j][e], xv[j][e + 1], xv[j][e + 2], xv[j][e + 3]);
+    }
+    __syncthreads();
+
+    // ---- 2. g = dout * act'(pre)
+    uint32_t slow = 0;  // bit j: vector j is not entirely inside one sequence (with K margins)
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      bool plain;
+      if (tv >= L) {
+        plain = true;  // all-zero vector (dout loaded as 0, nothing stored)
+#pragma unroll
+        for (int e = 0; e < V; ++e) gv[j][e] = 0.f;
+      } else {
+        if (packed) {
+          Seg g = seg_of(P, b, tv);
+          plain = g.valid && tv - K >= g.s && tv + V + K <= g.e;
+        } else {
+          plain = row_ok && tv >= K && tv + V + K <= L;
+          if (plain && seq) {
+            const int64_t id0 = seqid(P, b, tv - K);
+            plain = id0 >= 0;
+            for (int m = 1; m < V + 2 * K; ++m)
+              if (seqid(P, b, tv - K + m) != id0) plain = false;
+          }
+        }
+        if (plain) {
+          if (silu) {
+            float win[HV + V];
+#pragma unroll
+            for (int m = 0; m < HV; m += 4) {
+              float4 q = xb4[(KP + v * V - HV + m) / 4];
+              win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) win[HV + e] = xv[j][e];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              float z = bias;
+#pragma unroll
+              for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
+              gv[j][e] = act_grad(z, gv[j][e], true);
+            }
+          }
+        } else {
+          slow |= 1u << j;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      if (slow & (1u << j)) continue;
+      st_sm4<V>(gb4, (j * NT + tid) * V, gv[j]);
+    }
+    if (slow) {  // generic path, straight into shared memory (one call site: small code)
+#pragma unroll 1
+      for (int j = 0; j < IT; ++j) {
+        if (!(slow & (1u << j))) continue;
+        const int64_t v = j * NT + tid, tv = t0 + v * V;
+#pragma unroll 1
+        for (int e = 0; e < V; ++e) gb[v * V + e] = tv + e < L ? grad_generic<T, W>(P, b, d, tv + e, wa, bias) : 0.f;
+      }
+    }
+    if (tid < K) {  // right halo: g at t0+TILE+tid (belongs to the next tile; recomputed here)
+      const int64_t q = t0 + TILE + tid;
+      gb[TILE + tid] = q < L ? grad_generic<T, W>(P, b, d, q, wa, bias) : 0.f;
+    }
+    __syncthreads();
+
+    // ---- 3. dx and dweight/dbias partials
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      if (tv >= L || (slow & (1u << j))) continue;
+      float gw[HG], win[HV + V], o[V];
+#pragma unroll
+      for (int m = 0; m < HG; m += 4) {
+        float4 q = gb4[(v * V + m) / 4];
+        gw[m] = q.x; gw[m + 1] = q.y; gw[m + 2] = q.z; gw[m + 3] = q.w;
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < W; ++k) acc += w[k] * gw[e + K - k];
+        o[e] = acc;
+      }
+      if (vec && tv + V <= L) {
+        stv<T>(P.dx, drow + tv, o);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+          if (tv + e < L) stf<T>(P.dx, drow + (tv + e) * ds, o[e]);
+      }
+#pragma unroll
+      for (int m = 0; m < HV; m += 4) {
+        float4 q = xb4[(KP + v * V - HV + m) / 4];
+        win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) win[HV + e] = xv[j][e];
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        db += gv[j][e];
+#pragma unroll
+        for (int k = 0; k < W; ++k) dw[k] += gv[j][e] * win[HV - K + e + k];
+      }
+    }
+    if (slow) {
+#pragma unroll 1
+      for (int j = 0; j < IT; ++j) {
+        if (!(slow & (1u << j))) continue;
+        const int64_t tv = t0 + (j * NT + tid) * V;
+#pragma unroll 1
+        for (int e = 0; e < V && tv + e < L; ++e) {
+          const int64_t p = tv + e;
+          stf<T>(P.dx, drow + p * ds, dx_generic<T, W>(P, b, d, p, wa, gb, t0, 1));
+          const float gp = gb[p - t0];
+          if (gp != 0.f) {
+            const WArr<W> tp = taps_generic<T, W>(P, b, d, p);
+#pragma unroll
+            for (int k = 0; k < W; ++k) dw[k] += gp * tp.w[k];
+            db += gp;
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // ---- block partials → workspace (fixed-order reduction: deterministic)
+  float part[W + 1], tot[W + 1];
+#pragma unroll
+  for (int k = 0; k < W; ++k) part[k] = dw[k];
+  part[W] = db;
+  block_sum<W + 1, NT>(part, xb, tot);
+  if (tid == 0) {
+    float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * P.dim + d) * (W + 1);
+#pragma unroll
+    for (int k = 0; k <= W; ++k) dst[k] = tot[k];
+  }
+}
+
+CCV_INSTANTIATE_W(bwd_cf)

@@ -1,0 +1,320 @@
+// common.h — device helpers shared by all kernels: dtype traits, 16-byte vector load/store,
+// run-time-dtype loads, sequence/segment resolution (rows, seq_idx, packed varlen + slot pool),
+// and the generic per-element math of docs/semantics.md (the scalar reference path every fast
+// path falls back to at sequence boundaries).
+#pragma once
+#include "compat.h"
+#include "kparams.h"
+
+#define CCV_DEV __device__ __forceinline__
+// The generic (boundary) path is called from one place per kernel and kept out of line so the fast
+// path stays small; weights travel by value (a struct of W floats), never through local memory.
+#define CCV_SLOW __device__ __noinline__
+template <int W> struct WArr { float w[W]; };
+
+// ------------------------------------------------------------------ dtype traits
+template <typename T> struct Tr;
+template <> struct Tr<float> {
+  static constexpr int V = 4;  // elements per 16-byte vector
+  static CCV_DEV float to_f(float v) { return v; }
+  static CCV_DEV float from_f(float v) { return v; }
+  static CCV_DEV void unpack(const ccv_vec16& r, float* f) {
+    f[0] = ccv_u2f(r.x); f[1] = ccv_u2f(r.y); f[2] = ccv_u2f(r.z); f[3] = ccv_u2f(r.w);
+  }
+  static CCV_DEV ccv_vec16 pack(const float* f) {
+    ccv_vec16 r; r.x = ccv_f2u(f[0]); r.y = ccv_f2u(f[1]); r.z = ccv_f2u(f[2]); r.w = ccv_f2u(f[3]);
+    return r;
+  }
+};
+template <> struct Tr<ccv_f16> {
+  static constexpr int V = 8;
+  static CCV_DEV float to_f(ccv_f16 v) { return ccv_h2f(v.u); }
+  static CCV_DEV ccv_f16 from_f(float v) { ccv_f16 r; r.u = ccv_f2h(v); return r; }
+  static CCV_DEV void unpack2(uint32_t u, float* f) { f[0] = ccv_h2f((uint16_t)(u & 0xffffu)); f[1] = ccv_h2f((uint16_t)(u >> 16)); }
+  static CCV_DEV uint32_t pack2(float a, float b) { return (uint32_t)ccv_f2h(a) | ((uint32_t)ccv_f2h(b) << 16); }
+  static CCV_DEV void unpack(const ccv_vec16& r, float* f) { unpack2(r.x, f); unpack2(r.y, f + 2); unpack2(r.z, f + 4); unpack2(r.w, f + 6); }
+  static CCV_DEV ccv_vec16 pack(const float* f) {
+    ccv_vec16 r; r.x = pack2(f[0], f[1]); r.y = pack2(f[2], f[3]); r.z = pack2(f[4], f[5]); r.w = pack2(f[6], f[7]);
+    return r;
+  }
+};
+template <> struct Tr<ccv_bf16> {
+  static constexpr int V = 8;
+  static CCV_DEV float to_f(ccv_bf16 v) { return ccv_bf2f(v.u); }
+  static CCV_DEV ccv_bf16 from_f(float v) { ccv_bf16 r; r.u = ccv_f2bf(v); return r; }
+  static CCV_DEV void unpack2(uint32_t u, float* f) { f[0] = ccv_u2f(u << 16); f[1] = ccv_u2f(u & 0xffff0000u); }
+  static CCV_DEV uint32_t pack2(float a, float b) { return (uint32_t)ccv_f2bf(a) | ((uint32_t)ccv_f2bf(b) << 16); }
+  static CCV_DEV void unpack(const ccv_vec16& r, float* f) { unpack2(r.x, f); unpack2(r.y, f + 2); unpack2(r.z, f + 4); unpack2(r.w, f + 6); }
+  static CCV_DEV ccv_vec16 pack(const float* f) {
+    ccv_vec16 r; r.x = pack2(f[0], f[1]); r.y = pack2(f[2], f[3]); r.z = pack2(f[4], f[5]); r.w = pack2(f[6], f[7]);
+    return r;
+  }
+};
+
+// scalar element access with an int64 element offset
+template <typename T> CCV_DEV float ldf(const void* base, int64_t off) { return Tr<T>::to_f(((const T*)base)[off]); }
+template <typename T> CCV_DEV void stf(void* base, int64_t off, float v) { ((T*)base)[off] = Tr<T>::from_f(v); }
+// 16-byte vector access: `off` is an element offset of a 16-byte aligned address
+template <typename T> CCV_DEV void ldv(const void* base, int64_t off, float* f) {
+  const ccv_vec16 r = ccv_ld16((const T*)base + off);
+  Tr<T>::unpack(r, f);
+}
+template <typename T> CCV_DEV void stv(void* base, int64_t off, const float* f) {
+  ccv_st16((T*)base + off, Tr<T>::pack(f));
+}
+
+// run-time dtype (weight, bias, dweight, dbias)
+CCV_DEV float ld_dt(const void* base, int64_t off, int dt) {
+  switch (dt) {
+    case CCV_DT_F16: return ldf<ccv_f16>(base, off);
+    case CCV_DT_BF16: return ldf<ccv_bf16>(base, off);
+    default: return ldf<float>(base, off);
+  }
+}
+CCV_DEV void st_dt(void* base, int64_t off, int dt, float v) {
+  switch (dt) {
+    case CCV_DT_F16: stf<ccv_f16>(base, off, v); break;
+    case CCV_DT_BF16: stf<ccv_bf16>(base, off, v); break;
+    default: stf<float>(base, off, v); break;
+  }
+}
+
+// ------------------------------------------------------------------ activation
+// accurate expf (inline code, no call); reciprocal by the fast 2-ulp divide: keeps the IEEE
+// division's out-of-line slow path (a call, which forces register saves to local memory) away.
+CCV_DEV float sigmoidf_(float z) { return __fdividef(1.f, 1.f + expf(-z)); }
+CCV_DEV float act_f(float z, bool silu) { return silu ? z * sigmoidf_(z) : z; }
+// dout * act'(z)
+CCV_DEV float act_grad(float z, float dy, bool silu) {
+  if (!silu) return dy;
+  float s = sigmoidf_(z);
+  return dy * (s * (1.f + z * (1.f - s)));
+}
+
+// ------------------------------------------------------------------ weights
+template <int W> CCV_DEV void load_weights(const ccv_params& P, int64_t d, float* w, float& bias) {
+#pragma unroll
+  for (int k = 0; k < W; ++k) w[k] = ld_dt(P.weight, d * P.w_s[0] + k * P.w_s[1], P.w_dtype);
+  bias = (P.flags & CCV_F_BIAS) ? ld_dt(P.bias, d * P.bias_s, P.b_dtype) : 0.f;
+}
+
+// ------------------------------------------------------------------ sequences and slots
+// A segment = the tokens of one sequence inside a batch row: [s, e). Rows mode: the whole row
+// (s = 0, e = L), sequence index = b. Packed (cu_seqlens): found by binary search; cu values are
+// clamped into [0, L] and forced non-decreasing locally, so corrupt device data gives a defined
+// (meaningless) result and never an out-of-bounds access.
+struct Seg {
+  int64_t s, e;    // token range in the row
+  int64_t i;       // sequence index
+  int64_t slot;    // state slot
+  bool valid;      // sequence exists and is not skipped
+  bool init;       // its initial state is read (initial_states given && has_initial_state)
+};
+
+CCV_DEV int64_t ld_cu(const ccv_params& P, int64_t i) {
+  int64_t v = P.cu_seqlens[i * P.cu_s];
+  return v < 0 ? 0 : (v > P.seqlen ? P.seqlen : v);
+}
+
+// sequence i (< num_seqs) → slot, validity, init
+CCV_DEV void seg_slot(const ccv_params& P, Seg& g) {
+  int f = P.flags;
+  int64_t slot = (f & CCV_F_STATE_IDX) ? (int64_t)P.state_idx[g.i * P.si_s] : g.i;
+  g.slot = slot;
+  bool ok = slot >= 0 && (!(f & CCV_F_STATES_ANY) || slot < P.num_slots);
+  g.valid = g.valid && ok;
+  bool hi = true;
+  if (ok && (f & CCV_F_INIT) && (f & CCV_F_HAS_INIT)) {
+    hi = P.hi_bytes == 1 ? (((const uint8_t*)P.has_init)[g.i * P.hi_s] != 0)
+                         : (((const int32_t*)P.has_init)[g.i * P.hi_s] != 0);
+  }
+  g.init = ok && (f & CCV_F_INIT) && hi;
+}
+
+// sequence index i directly (states kernels): segment bounds + slot
+CCV_DEV Seg seg_by_index(const ccv_params& P, int64_t i) {
+  Seg g;
+  g.i = i;
+  if (P.flags & CCV_F_PACKED) {
+    g.s = ld_cu(P, i);
+    int64_t e = ld_cu(P, i + 1);
+    g.e = e < g.s ? g.s : e;
+  } else {
+    g.s = 0;
+    g.e = P.seqlen;
+  }
+  g.valid = true;
+  seg_slot(P, g);
+  return g;
+}
+
+// the segment holding token t of row b (valid = false when t belongs to no live sequence)
+CCV_DEV Seg seg_of(const ccv_params& P, int64_t b, int64_t t) {
+  if (!(P.flags & CCV_F_PACKED)) return seg_by_index(P, b);
+  Seg g;
+  int64_t n = P.num_seqs;
+  if (n <= 0) {
+    g.s = g.e = 0; g.i = 0; g.slot = -1; g.valid = false; g.init = false;
+    return g;
+  }
+  int64_t lo = 0, hi = n - 1;  // largest i with cu[i] <= t
+  while (lo < hi) {
+    int64_t mid = (lo + hi + 1) >> 1;
+    if (ld_cu(P, mid) <= t) lo = mid; else hi = mid - 1;
+  }
+  g = seg_by_index(P, lo);
+  g.valid = g.valid && t >= g.s && t < g.e;
+  return g;
+}
+
+// ------------------------------------------------------------------ generic per-element math
+// Offsets
+CCV_DEV int64_t xoff(const ccv_params& P, int64_t b, int64_t d, int64_t t) { return b * P.x_s[0] + d * P.x_s[1] + t * P.x_s[2]; }
+CCV_DEV int64_t seqid(const ccv_params& P, int64_t b, int64_t t) { return P.seq_idx[b * P.seq_s[0] + t * P.seq_s[1]]; }
+
+// xe(p) as seen by a token of segment g with sequence id idt (semantics.md "Forward").
+template <typename T>
+CCV_DEV float tap_value(const ccv_params& P, const Seg& g, int64_t b, int64_t d, int64_t idt, int64_t p, int K) {
+  bool seq = P.flags & CCV_F_SEQ_IDX;
+  if (p >= g.s) {
+    if (seq && seqid(P, b, p) != idt) return 0.f;
+    return ldf<T>(P.x, xoff(P, b, d, p));
+  }
+  if (!g.init) return 0.f;
+  if (seq && seqid(P, b, 0) != idt) return 0.f;
+  int64_t j = p - g.s + K;
+  return ldf<T>(P.init, g.slot * P.init_s[0] + d * P.init_s[1] + j * P.init_s[2]);
+}
+
+// pre-activation at token t (g = its segment, already valid, idt >= 0)
+template <typename T, int W>
+CCV_DEV float pre_generic(const ccv_params& P, const Seg& g, int64_t b, int64_t d, int64_t t, int64_t idt, const float* w, float bias) {
+  constexpr int K = W - 1;
+  float acc = bias;
+#pragma unroll
+  for (int k = 0; k < W; ++k) acc += w[k] * tap_value<T>(P, g, b, d, idt, t - K + k, K);
+  return acc;
+}
+
+// forward output at token t (0 for skipped / id < 0 / no sequence)
+template <typename T, int W>
+CCV_SLOW float fwd_generic(const ccv_params& P, int64_t b, int64_t d, int64_t t, const WArr<W> w, float bias) {
+  Seg g = seg_of(P, b, t);
+  if (!g.valid) return 0.f;
+  int64_t idt = (P.flags & CCV_F_SEQ_IDX) ? seqid(P, b, t) : 0;
+  if (idt < 0) return 0.f;
+  return act_f(pre_generic<T, W>(P, g, b, d, t, idt, w.w, bias), P.flags & CCV_F_SILU);
+}
+
+// g(t) = dout * act'(pre) (0 for skipped / id < 0 / no sequence); pre-activation recomputed
+template <typename T, int W>
+CCV_SLOW float grad_generic(const ccv_params& P, int64_t b, int64_t d, int64_t t, const WArr<W> w, float bias) {
+  Seg g = seg_of(P, b, t);
+  if (!g.valid) return 0.f;
+  int64_t idt = (P.flags & CCV_F_SEQ_IDX) ? seqid(P, b, t) : 0;
+  if (idt < 0) return 0.f;
+  float dy = ldf<T>(P.dout, b * P.dout_s[0] + d * P.dout_s[1] + t * P.dout_s[2]);
+  bool silu = P.flags & CCV_F_SILU;
+  float z = silu ? pre_generic<T, W>(P, g, b, d, t, idt, w.w, bias) : 0.f;
+  return act_grad(z, dy, silu);
+}
+
+// dF(p): the dfinal_states term of dx / dinitial_states at position p (absolute; may be < g.s)
+template <typename T>
+CCV_DEV float dfinal_term(const ccv_params& P, const Seg& g, int64_t b, int64_t d, int64_t p, int K) {
+  if (!(P.flags & CCV_F_DFINAL) || !g.valid) return 0.f;
+  int64_t j = p - (g.e - K);
+  if (j < 0 || j >= K) return 0.f;
+  if (P.flags & CCV_F_SEQ_IDX) {
+    if (g.e > g.s) {  // (L = 0: final_states = initial_states, ids play no part)
+      int64_t idl = seqid(P, b, g.e - 1);
+      int64_t idp = seqid(P, b, p < g.s ? g.s : p);
+      if (idl < 0 || idp != idl) return 0.f;
+    }
+  }
+  return ldf<T>(P.dfinal, g.slot * P.dfinal_s[0] + d * P.dfinal_s[1] + j * P.dfinal_s[2]);
+}
+
+// dx at token p. g(q) for q in [p, p+K] is read from shared memory: gsm[(q - q0) * gstride].
+template <typename T, int W>
+CCV_SLOW float dx_generic(const ccv_params& P, int64_t b, int64_t d, int64_t p, const WArr<W> w,
+                          const float* gsm, int64_t q0, int gstride) {
+  constexpr int K = W - 1;
+  Seg gp = seg_of(P, b, p);
+  if (!gp.valid) return 0.f;
+  bool seq = P.flags & CCV_F_SEQ_IDX;
+  int64_t idp = seq ? seqid(P, b, p) : 0;
+  float acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < W; ++k) {
+    int64_t q = p + K - k;
+    if (q < gp.e && (!seq || seqid(P, b, q) == idp)) acc += w.w[k] * gsm[(q - q0) * gstride];
+  }
+  return acc + dfinal_term<T>(P, gp, b, d, p, K);
+}
+
+// The W masked tap values xe(q-K+k) seen by token q (zeros when q is in no live sequence):
+// the dweight contribution of q is g(q) * taps[k].
+template <typename T, int W>
+CCV_SLOW WArr<W> taps_generic(const ccv_params& P, int64_t b, int64_t d, int64_t q) {
+  constexpr int K = W - 1;
+  WArr<W> r;
+  Seg g = seg_of(P, b, q);
+  int64_t idq = (P.flags & CCV_F_SEQ_IDX) ? seqid(P, b, q) : 0;
+#pragma unroll
+  for (int k = 0; k < W; ++k) r.w[k] = g.valid ? tap_value<T>(P, g, b, d, idq, q - K + k, K) : 0.f;
+  return r;
+}
+
+// ------------------------------------------------------------------ shared-memory helpers
+// N floats (N % 4 == 0) at float index `i` (i % 4 == 0) of a float4 array
+template <int N> CCV_DEV void ld_sm4(const float4* a, int i, float* f) {
+#pragma unroll
+  for (int m = 0; m < N; m += 4) {
+    const float4 q = a[(i + m) / 4];
+    f[m] = q.x; f[m + 1] = q.y; f[m + 2] = q.z; f[m + 3] = q.w;
+  }
+}
+template <int N> CCV_DEV void st_sm4(float4* a, int i, const float* f) {
+#pragma unroll
+  for (int m = 0; m < N; m += 4) a[(i + m) / 4] = make_float4(f[m], f[m + 1], f[m + 2], f[m + 3]);
+}
+// weights of channel `ch` of a [W][cc] fp32 table in shared memory
+template <int W> CCV_DEV WArr<W> sm_weights(const float* wsm, int cc, int ch) {
+  WArr<W> r;
+#pragma unroll
+  for (int k = 0; k < W; ++k) r.w[k] = wsm[k * cc + ch];
+  return r;
+}
+
+// ------------------------------------------------------------------ block helpers
+// Linear block index over a 2-D grid (the grid may have a few extra blocks: they return).
+// kernels.rs keeps every block count, n_chunks, n_ctiles and dim below 2^31, so block decoding
+// uses 32-bit division (64-bit division is an out-of-line call).
+CCV_DEV uint32_t block_linear() { return blockIdx.y * gridDim.x + blockIdx.x; }
+
+// Deterministic sum over the block of N per-thread values (fixed shuffle pattern, then warps in
+// order). `red` = shared scratch of (NT / CCV_WARP) * N floats. Result valid in thread 0 (out[]).
+template <int N, int NT>
+CCV_DEV void block_sum(float* v, float* red, float* out) {
+  constexpr int NW = NT / CCV_WARP;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int m = CCV_WARP / 2; m > 0; m >>= 1) v[i] += ccv_shfl_xor(v[i], m);
+  }
+  int lane = threadIdx.x % CCV_WARP, wid = threadIdx.x / CCV_WARP;
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) red[wid * N + i] = v[i];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      float s = 0.f;
+      for (int j = 0; j < NW; ++j) s += red[j * N + i];
+      out[i] = s;
+    }
+  }
+}

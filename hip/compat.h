@@ -1,0 +1,95 @@
+// compat.h — the ONLY file that knows which GPU vendor compiles the kernels.
+//
+// Kernels are written in HIP spelling (threadIdx, blockIdx, __syncthreads, __global__, __shared__,
+// __device__, __forceinline__, __launch_bounds__ exist under both compilers) plus the small neutral
+// vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_f16/ccv_bf16 storage types and their fp32
+// conversions (round-to-nearest-even), ccv_vec16 (a 16-byte vector), CCV_EXTERN_KERNEL.
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__HIPCC__) || defined(__HIP__)
+// ---------------------------------------------------------------- AMD (hipcc / clang -x hip)
+#define CCV_HIP 1
+#include <hip/hip_runtime.h>
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+#define CCV_WARP __AMDGCN_WAVEFRONT_SIZE   // 64 on CDNA (gfx9xx), 32 on RDNA
+#else
+#define CCV_WARP 64                        // host pass only: never used for device code
+#endif
+__device__ __forceinline__ float ccv_shfl_xor(float v, int m) { return __shfl_xor(v, m, CCV_WARP); }
+__device__ __forceinline__ uint32_t ccv_f2u(float f) { return __builtin_bit_cast(uint32_t, f); }
+__device__ __forceinline__ float ccv_u2f(uint32_t u) { return __builtin_bit_cast(float, u); }
+__device__ __forceinline__ float ccv_h2f(uint16_t h) { return (float)__builtin_bit_cast(_Float16, h); }
+__device__ __forceinline__ uint16_t ccv_f2h(float f) { return __builtin_bit_cast(uint16_t, (_Float16)f); }
+__device__ __forceinline__ uint16_t ccv_f2bf(float f) {
+  uint32_t u = ccv_f2u(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                                              // RNE
+  return (uint16_t)(u >> 16);
+}
+typedef uint4 ccv_vec16;
+
+#elif defined(__CUDACC__)
+// ---------------------------------------------------------------- NVIDIA (nvcc)
+#define CCV_CUDA 1
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#define CCV_WARP 32
+__device__ __forceinline__ float ccv_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ __forceinline__ uint32_t ccv_f2u(float f) { return __float_as_uint(f); }
+__device__ __forceinline__ float ccv_u2f(uint32_t u) { return __uint_as_float(u); }
+__device__ __forceinline__ float ccv_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t ccv_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ __forceinline__ uint16_t ccv_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+typedef uint4 ccv_vec16;
+
+#else
+#error "compat.h: compile the kernels with nvcc or hipcc"
+#endif
+
+#define CCV_EXTERN_KERNEL extern "C" __global__
+
+// One 16-byte global load / store (the address is 16-byte aligned).
+__device__ __forceinline__ ccv_vec16 ccv_ld16(const void* p) {
+#if defined(CCV_CUDA)
+  ccv_vec16 r;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+#else
+  return *(const ccv_vec16*)p;
+#endif
+}
+__device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {
+#if defined(CCV_CUDA)
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+#else
+  *(ccv_vec16*)p = v;
+#endif
+}
+
+// Block-size bound: on AMD it lets the compiler use more than the 1024-thread default budget of
+// VGPRs; on NVIDIA ptxas reads a bare maxThreads bound as "maximise occupancy" and spills to local
+// memory at 32-64 registers, so it is left out there (128-thread blocks can use up to 255).
+#if defined(CCV_CUDA)
+#define CCV_LAUNCH_BOUNDS(n)
+#else
+#define CCV_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#endif
+
+// The kernel parameter struct is passed by value and read through a const reference: on CUDA
+// __grid_constant__ keeps it in the parameter bank instead of copying it to local memory.
+#if defined(CCV_CUDA)
+#define CCV_GRID_CONST const __grid_constant__
+#else
+#define CCV_GRID_CONST const
+#endif
+
+__device__ __forceinline__ float ccv_bf2f(uint16_t b) { return ccv_u2f((uint32_t)b << 16); }
+
+// Storage types of the 16-bit dtypes (plain bits; arithmetic always in fp32).
+struct ccv_f16 { uint16_t u; };
+struct ccv_bf16 { uint16_t u; };
+
+static_assert(sizeof(ccv_vec16) == 16, "ccv_vec16 must be 16 bytes");
+static_assert(CCV_WARP == 32 || CCV_WARP == 64, "warp size");

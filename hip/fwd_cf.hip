@@ -1,0 +1,114 @@
+// Forward, channel-first (x L-stride 1 on the vector path; any strides on the scalar path).
+// Block = (batch row b, channel d, chunk of `P.chunk` tokens); it walks its chunk tile by tile.
+// A tile: each thread loads ITEMS 16-byte vectors of x (fp32 in registers and in shared memory),
+// the K tokens before the tile (halo) come from global memory; each thread then reads the K
+// values before its vector from shared memory and computes V outputs. Tokens whose window leaves
+// their sequence (first K tokens of a row/sequence, seq_idx changes, skipped slots) take the
+// generic per-element path (initial states, masks), everything else the plain path.
+#include "instances.h"
+
+template <typename T, int W>
+CCV_DEV void fwd_cf_body(const ccv_params& P) {
+  constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_fwd_cf, IT = CCV_CF_ITEMS;
+  constexpr int TILE = NT * V * IT, KP = 8, HV = (K + 3) / 4 * 4;
+  __shared__ float4 xb4[(KP + TILE) / 4];
+  float* xb = (float*)xb4;
+
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
+  const int64_t chunk = blk % nch;
+  const uint32_t rd = blk / nch;
+  const int64_t d = rd % dm, b = rd / dm;
+  const int f = P.flags;
+  const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
+  const int64_t L = P.seqlen;
+  const int tid = threadIdx.x;
+
+  WArr<W> wa;
+  float bias;
+  load_weights<W>(P, d, wa.w, bias);
+  const float* w = wa.w;
+  const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
+  const int64_t orow = b * P.out_s[0] + d * P.out_s[1], os = P.out_s[2];
+  bool row_ok = true;
+  if (!packed) row_ok = seg_by_index(P, b).valid;
+
+  const int64_t cbeg = chunk * P.chunk;
+  const int64_t cend = min(L, cbeg + P.chunk);
+  for (int64_t t0 = cbeg; t0 < cend; t0 += TILE) {
+    if (tid < KP) {
+      int64_t p = t0 - KP + tid;
+      xb[tid] = p >= 0 ? ldf<T>(P.x, xrow + p * xs) : 0.f;
+    }
+    float xv[IT][V];
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      if (vec && tv + V <= L) {
+        ldv<T>(P.x, xrow + tv, xv[j]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) xv[j][e] = tv + e < L ? ldf<T>(P.x, xrow + (tv + e) * xs) : 0.f;
+      }
+#pragma unroll
+      for (int e = 0; e < V; e += 4) xb4[(KP + v * V + e) / 4] = make_float4(xv[j][e], xv[j][e + 1], xv[j][e + 2], xv[j][e + 3]);
+    }
+    __syncthreads();
+    unsigned slow = 0;  // bit j: vector j takes the generic path
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      if (tv >= L) continue;  // nothing to do
+      bool plain;
+      if (packed) {
+        Seg g = seg_of(P, b, tv);
+        plain = g.valid && tv - K >= g.s && tv + V <= g.e;
+      } else {
+        bool pl = row_ok && tv >= K;
+        if (pl && seq) {
+          const int64_t id0 = seqid(P, b, tv - K);
+          pl = id0 >= 0;
+          for (int m = 1; m < K + V; ++m)
+            if (tv - K + m < L && seqid(P, b, tv - K + m) != id0) pl = false;
+        }
+        plain = pl;
+      }
+      if (!plain) { slow |= 1u << j; continue; }
+      float win[HV + V], o[V];
+#pragma unroll
+      for (int m = 0; m < HV; m += 4) {
+        float4 q = xb4[(KP + v * V - HV + m) / 4];
+        win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) win[HV + e] = xv[j][e];
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        float acc = bias;
+#pragma unroll
+        for (int k = 0; k < W; ++k) acc += w[k] * win[HV - K + e + k];
+        o[e] = act_f(acc, silu);
+      }
+      if (vec && tv + V <= L) {
+        stv<T>(P.out, orow + tv, o);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+          if (tv + e < L) stf<T>(P.out, orow + (tv + e) * os, o[e]);
+      }
+    }
+    // generic path: sequence starts, seq_idx changes, skipped rows (rare; scalar, out of line)
+#pragma unroll 1
+    for (int j = 0; j < IT; ++j) {
+      if (!(slow & (1u << j))) continue;
+      const int64_t tv = t0 + (j * NT + tid) * V;
+#pragma unroll 1
+      for (int e = 0; e < V && tv + e < L; ++e)
+        stf<T>(P.out, orow + (tv + e) * os, fwd_generic<T, W>(P, b, d, tv + e, wa, bias));
+    }
+    __syncthreads();
+  }
+}
+
+CCV_INSTANTIATE_W(fwd_cf)

@@ -1,0 +1,50 @@
+// instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
+// src/gpu/kernels.rs builds them:
+//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cl, bwd_cf, bwd_cl, update
+//   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
+//   ccv1d_bwd_reduce
+// dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
+// Each translation unit defines <family>_body templates and expands its own families:
+//   fwd_cf.hip: fwd_cf          fwd_cl.hip: fwd_cl
+//   bwd_cf.hip: bwd_cf          bwd_cl.hip: bwd_cl
+//   misc.hip:   update, fwd_states, bwd_states, bwd_reduce
+#pragma once
+#include "common.h"
+
+#define CCV_FOR_DTYPES(M, FAM) M(FAM, f32, float) M(FAM, f16, ccv_f16) M(FAM, bf16, ccv_bf16)
+#define CCV_FOR_WIDTHS(M, FAM, DN, T) \
+  M(FAM, DN, T, 1) M(FAM, DN, T, 2) M(FAM, DN, T, 3) M(FAM, DN, T, 4) \
+  M(FAM, DN, T, 5) M(FAM, DN, T, 6) M(FAM, DN, T, 7) M(FAM, DN, T, 8)
+
+// families templated on <T, W>: block size CCV_NT_<family>
+#define CCV_INST_W(FAM, DN, T, W)                                                              \
+  CCV_EXTERN_KERNEL void CCV_LAUNCH_BOUNDS(CCV_NT_##FAM) ccv1d_##FAM##_##DN##_w##W(CCV_GRID_CONST ccv_params P) { \
+    FAM##_body<T, W>(P);                                                                        \
+  }
+#define CCV_INST_DT_W(FAM, DN, T) CCV_FOR_WIDTHS(CCV_INST_W, FAM, DN, T)
+#define CCV_INSTANTIATE_W(FAM) CCV_FOR_DTYPES(CCV_INST_DT_W, FAM)
+
+// families templated on <T> only
+#define CCV_INST_D(FAM, DN, T)                                                                 \
+  CCV_EXTERN_KERNEL void CCV_LAUNCH_BOUNDS(CCV_NT_##FAM) ccv1d_##FAM##_##DN(CCV_GRID_CONST ccv_params P) { \
+    FAM##_body<T>(P);                                                                           \
+  }
+#define CCV_INSTANTIATE_D(FAM) CCV_FOR_DTYPES(CCV_INST_D, FAM)
+
+// Block sizes (threads). kernels.rs uses the same numbers.
+#define CCV_NT_fwd_cf 128
+#define CCV_NT_fwd_cl 128
+#define CCV_NT_bwd_cf 128
+#define CCV_NT_bwd_cl 128
+#define CCV_NT_update 128
+#define CCV_NT_fwd_states 128
+#define CCV_NT_bwd_states 128
+#define CCV_NT_bwd_reduce 256
+
+// Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).
+// channel-first: a tile is NT threads x ITEMS vectors of 16 bytes along L
+//   = 2048 tokens (f16/bf16) or 1024 tokens (f32); a block walks chunk/tile tiles of its row.
+#define CCV_CF_ITEMS 2
+// channel-last: a tile is CL_TT tokens x CL_CC channels; a block walks chunk/CL_TT tiles.
+#define CCV_CL_TT 64
+#define CCV_CL_CC 64

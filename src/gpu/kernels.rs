@@ -1,0 +1,916 @@
+//! Kernel selection and launch geometry: pure Rust, no driver calls.
+//!
+//! Fills the one by-value kernel argument (`KParams`, a `#[repr(C)]` mirror of `hip/kparams.h`),
+//! picks the kernel names (built from the dispatch keys exactly as `hip/instances.h` builds them)
+//! and the grid/block shapes from a validated plan and the device facts. The driver layer runs the
+//! returned launches in order on the caller's stream.
+//!
+//! Kernels (see `hip/*.hip`):
+//! - `ccv1d_fwd_{cf,cl}_{dt}_w{W}`: forward, channel-first / channel-last tiles;
+//! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
+//!   initial_states and final_states);
+//! - `ccv1d_bwd_{cf,cl}_{dt}_w{W}`: dx and per-block fp32 dweight/dbias partials into the workspace;
+//! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
+//! - `ccv1d_bwd_states_{dt}`: dinitial_states;
+//! - `ccv1d_update_{dt}_w{W}`: decode update.
+
+use super::launch::{DeviceInfo, Launch};
+use crate::error::*;
+use crate::plan::*;
+
+// ------------------------------------------------------------------ mirror of hip/kparams.h
+
+pub const DT_F32: i32 = 1;
+pub const DT_F16: i32 = 2;
+pub const DT_BF16: i32 = 3;
+
+pub const F_BIAS: i32 = 1 << 0;
+pub const F_SILU: i32 = 1 << 1;
+pub const F_SEQ_IDX: i32 = 1 << 2;
+pub const F_PACKED: i32 = 1 << 3;
+pub const F_INIT: i32 = 1 << 4;
+pub const F_FINAL: i32 = 1 << 5;
+pub const F_STATE_IDX: i32 = 1 << 6;
+pub const F_HAS_INIT: i32 = 1 << 7;
+pub const F_VEC: i32 = 1 << 8;
+pub const F_DFINAL: i32 = 1 << 9;
+pub const F_DINIT: i32 = 1 << 10;
+pub const F_DBIAS: i32 = 1 << 11;
+pub const F_CACHE_SEQLENS: i32 = 1 << 12;
+pub const F_STATES_ANY: i32 = 1 << 13;
+
+/// The kernels' single argument. Field for field `struct ccv_params` of `hip/kparams.h`
+/// (584 bytes; both sides assert the size and a few offsets).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KParams {
+    // data pointers
+    pub x: u64,
+    pub weight: u64,
+    pub bias: u64,
+    pub out: u64,
+    pub dout: u64,
+    pub dx: u64,
+    pub dweight: u64,
+    pub dbias: u64,
+    pub init: u64,
+    pub final_st: u64,
+    pub dfinal: u64,
+    pub dinit: u64,
+    pub conv_state: u64,
+    pub seq_idx: u64,
+    pub cu_seqlens: u64,
+    pub state_idx: u64,
+    pub has_init: u64,
+    pub cache_seqlens: u64,
+    pub ws: u64,
+    // strides (elements)
+    pub x_s: [i64; 3],
+    pub out_s: [i64; 3],
+    pub dout_s: [i64; 3],
+    pub dx_s: [i64; 3],
+    pub w_s: [i64; 2],
+    pub dw_s: [i64; 2],
+    pub bias_s: i64,
+    pub dbias_s: i64,
+    pub init_s: [i64; 3],
+    pub final_s: [i64; 3],
+    pub dfinal_s: [i64; 3],
+    pub dinit_s: [i64; 3],
+    pub cs_s: [i64; 3],
+    pub seq_s: [i64; 2],
+    pub cu_s: i64,
+    pub si_s: i64,
+    pub hi_s: i64,
+    pub csl_s: i64,
+    // dims
+    pub batch: i64,
+    pub dim: i64,
+    pub seqlen: i64,
+    pub num_seqs: i64,
+    pub num_slots: i64,
+    pub state_len: i64,
+    // geometry
+    pub chunk: i64,
+    pub n_chunks: i64,
+    pub n_ctiles: i64,
+    pub n_blocks: i64,
+    pub n_partials: i64,
+    // small ints
+    pub width: i32,
+    pub flags: i32,
+    pub w_dtype: i32,
+    pub b_dtype: i32,
+    pub dw_dtype: i32,
+    pub db_dtype: i32,
+    pub hi_bytes: i32,
+    pub reserved: i32,
+}
+
+pub const KPARAMS_SIZE: usize = 584;
+const _: () = assert!(std::mem::size_of::<KParams>() == KPARAMS_SIZE);
+
+impl KParams {
+    /// The bytes passed as the kernel's parameter (`void* args[] = { bytes.as_ptr() }`).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // SAFETY: KParams is repr(C), made only of u64/i64/i32 fields laid out without padding
+        // (checked by the size assertion), so every byte is initialised.
+        let p = self as *const KParams as *const u8;
+        unsafe { std::slice::from_raw_parts(p, KPARAMS_SIZE) }.to_vec()
+    }
+}
+
+// ------------------------------------------------------------------ tile shapes (hip/instances.h)
+
+/// Threads per block of the main kernels, update and states kernels.
+pub const NT: u32 = 128;
+/// Threads per block of `ccv1d_bwd_reduce`.
+pub const NT_REDUCE: u32 = 256;
+/// Channel-first: 16-byte vectors per thread per tile (`CCV_CF_ITEMS`).
+pub const CF_ITEMS: i64 = 2;
+/// Channel-last tile: tokens x channels (`CCV_CL_TT`, `CCV_CL_CC`).
+pub const CL_TT: i64 = 64;
+pub const CL_CC: i64 = 64;
+/// A block walks at most this many tiles of its row (bounds the serial part of a block).
+const MAX_TILES_PER_BLOCK: i64 = 16;
+/// Resident 128-thread blocks per multiprocessor assumed when sizing chunks (about 2 waves).
+const BLOCKS_PER_SM: i64 = 16;
+/// Largest linear block count (block indices are decoded in 32 bits on the device).
+const MAX_BLOCKS: i64 = i32::MAX as i64;
+const MAX_GRID_X: i64 = 1 << 20;
+
+/// Which kernel family handles a layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// tiles along L; 16-byte vectors along L when every big tensor has L-stride 1
+    ChannelFirst,
+    /// [tokens x channels] tiles; 16-byte vectors along D when every big tensor has D-stride 1
+    ChannelLast,
+}
+
+impl Layout {
+    fn tag(self) -> &'static str {
+        match self {
+            Layout::ChannelFirst => "cf",
+            Layout::ChannelLast => "cl",
+        }
+    }
+}
+
+fn dt_name(d: DType) -> &'static str {
+    d.name()
+}
+
+/// Every kernel name the kernel binaries export (for the driver's module checks and tests).
+pub fn all_kernel_names() -> Vec<String> {
+    let mut v = Vec::new();
+    for dt in ["f32", "f16", "bf16"] {
+        for fam in ["fwd_cf", "fwd_cl", "bwd_cf", "bwd_cl", "update"] {
+            for w in 1..=8 {
+                v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
+            }
+        }
+        v.push(format!("ccv1d_fwd_states_{dt}"));
+        v.push(format!("ccv1d_bwd_states_{dt}"));
+    }
+    v.push("ccv1d_bwd_reduce".to_string());
+    v
+}
+
+/// Layout of x as seen by the kernels: channel-first when the L-stride is 1 (or L is 1 and the
+/// D-stride is not), channel-last when the D-stride is 1; otherwise the one whose stride is
+/// smaller (the scalar path of that family handles any strides).
+pub fn choose_layout(x: &View, dim: i64, seqlen: i64) -> Layout {
+    let unit_l = x.stride[2] == 1 || seqlen <= 1;
+    let unit_d = x.stride[1] == 1 || dim <= 1;
+    match (unit_l, unit_d) {
+        (true, false) => Layout::ChannelFirst,
+        (false, true) => Layout::ChannelLast,
+        (true, true) => {
+            if seqlen <= 1 && dim > 1 {
+                Layout::ChannelLast
+            } else {
+                Layout::ChannelFirst
+            }
+        }
+        (false, false) => {
+            if x.stride[1].unsigned_abs() < x.stride[2].unsigned_abs() {
+                Layout::ChannelLast
+            } else {
+                Layout::ChannelFirst
+            }
+        }
+    }
+}
+
+/// Whether a `[batch, dim, seqlen]` view allows 16-byte vectors along the layout's unit dim:
+/// that stride is 1, the base is 16-byte aligned, and every other stride (of a dim longer
+/// than 1) is a multiple of 16 bytes.
+fn vec_ok(v: &View, layout: Layout, dims: [i64; 3]) -> bool {
+    let es = v.dtype.size() as i64;
+    let unit = match layout {
+        Layout::ChannelFirst => 2,
+        Layout::ChannelLast => 1,
+    };
+    if v.stride[unit] != 1 || v.addr % 16 != 0 {
+        return false;
+    }
+    (0..3).all(|i| i == unit || dims[i] <= 1 || (v.stride[i].wrapping_mul(es)) % 16 == 0)
+}
+
+fn ceil_div(a: i64, b: i64) -> i64 {
+    (a + b - 1) / b
+}
+
+/// Tokens per tile of a layout for an x dtype.
+pub fn tile_tokens(layout: Layout, dt: DType) -> i64 {
+    match layout {
+        Layout::ChannelFirst => NT as i64 * (16 / dt.size() as i64) * CF_ITEMS,
+        Layout::ChannelLast => CL_TT,
+    }
+}
+
+/// Main-kernel geometry: (chunk tokens, chunks per row, channel tiles, blocks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MainGeom {
+    pub layout: Layout,
+    pub chunk: i64,
+    pub n_chunks: i64,
+    pub n_ctiles: i64,
+    pub n_blocks: i64,
+}
+
+/// Split each row into chunks of whole tiles: one tile per block while that leaves fewer than
+/// about two waves of blocks, more tiles per block (up to MAX_TILES_PER_BLOCK) when there is
+/// plenty of parallel work anyway. Deterministic for a given (plan, device).
+pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+    if dim > i32::MAX as i64 || batch > i32::MAX as i64 {
+        bail!(CCV1D_ERR_OVERFLOW, "GPU kernels take batch and dim below 2^31 (batch {batch}, dim {dim})");
+    }
+    let tile = tile_tokens(layout, dt);
+    let tiles_per_row = ceil_div(seqlen.max(1), tile);
+    let n_ctiles = match layout {
+        Layout::ChannelFirst => 1,
+        Layout::ChannelLast => ceil_div(dim.max(1), CL_CC),
+    };
+    let rows = match layout {
+        Layout::ChannelFirst => batch.saturating_mul(dim),
+        Layout::ChannelLast => batch.saturating_mul(n_ctiles),
+    };
+    let total = rows.saturating_mul(tiles_per_row);
+    let target = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
+    let per_block = (total / target).clamp(1, MAX_TILES_PER_BLOCK.min(tiles_per_row));
+    let chunk = per_block * tile;
+    let n_chunks = ceil_div(seqlen.max(1), chunk);
+    let n_blocks = rows.saturating_mul(n_chunks);
+    if n_blocks > MAX_BLOCKS {
+        bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch ({n_blocks} blocks)");
+    }
+    Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks })
+}
+
+/// A 2-D grid holding `n` blocks (the kernels decode `blockIdx.y * gridDim.x + blockIdx.x` and
+/// blocks past `n` return at once).
+fn grid_for(n: i64) -> [u32; 3] {
+    let gx = n.clamp(1, MAX_GRID_X);
+    let gy = ceil_div(n.max(1), gx);
+    [gx as u32, gy as u32, 1]
+}
+
+fn launch(kernel: String, n_blocks: i64, threads: u32, p: &KParams) -> Launch {
+    Launch { kernel, grid: grid_for(n_blocks), block: [threads, 1, 1], shared_mem_bytes: 0, params: p.to_bytes() }
+}
+
+// ------------------------------------------------------------------ params from plans
+
+fn set_view3(dst_ptr: &mut u64, dst_s: &mut [i64; 3], v: &View) {
+    *dst_ptr = v.addr as u64;
+    *dst_s = v.stride;
+}
+
+fn conv_params(inp: &ConvInputs) -> KParams {
+    let mut k = KParams::default();
+    set_view3(&mut k.x, &mut k.x_s, &inp.x);
+    k.weight = inp.weight.addr as u64;
+    k.w_s = [inp.weight.stride[0], inp.weight.stride[1]];
+    k.w_dtype = inp.weight.dtype.code();
+    k.b_dtype = DT_F32;
+    k.dw_dtype = DT_F32;
+    k.db_dtype = DT_F32;
+    k.hi_bytes = 4;
+    let mut f = 0;
+    if let Some(b) = &inp.bias {
+        k.bias = b.addr as u64;
+        k.bias_s = b.stride[0];
+        k.b_dtype = b.dtype.code();
+        f |= F_BIAS;
+    }
+    if inp.act == Act::Silu {
+        f |= F_SILU;
+    }
+    if let Some(s) = &inp.seq_idx {
+        k.seq_idx = s.addr as u64;
+        k.seq_s = s.stride;
+        f |= F_SEQ_IDX;
+    }
+    if let Seqs::Packed { cu_seqlens, .. } = &inp.seqs {
+        k.cu_seqlens = cu_seqlens.addr as u64;
+        k.cu_s = cu_seqlens.stride[0];
+        f |= F_PACKED;
+    }
+    if let Some(s) = &inp.initial_states {
+        set_view3(&mut k.init, &mut k.init_s, s);
+        f |= F_INIT | F_STATES_ANY;
+    }
+    if let Some(s) = &inp.pool.state_indices {
+        k.state_idx = s.addr as u64;
+        k.si_s = s.stride[0];
+        f |= F_STATE_IDX;
+    }
+    if let Some(s) = &inp.pool.has_initial_state {
+        k.has_init = s.addr as u64;
+        k.hi_s = s.stride[0];
+        k.hi_bytes = s.elem_bytes as i32;
+        f |= F_HAS_INIT;
+    }
+    k.batch = inp.batch;
+    k.dim = inp.dim;
+    k.seqlen = inp.seqlen;
+    k.num_seqs = inp.num_seqs();
+    k.num_slots = inp.pool.num_slots;
+    k.width = inp.width as i32;
+    k.flags = f;
+    k
+}
+
+fn check_width(w: i64) -> Result<()> {
+    if !(1..=8).contains(&w) {
+        bail!(CCV1D_ERR_WIDTH, "width {w} outside 1..=8");
+    }
+    Ok(())
+}
+
+/// The launch of a per-(sequence, channel) states kernel, or None when there is nothing to do.
+fn states_launch(name: String, p: &KParams) -> Option<Launch> {
+    if p.width <= 1 || p.num_seqs <= 0 || p.dim <= 0 {
+        return None;
+    }
+    let mut k = *p;
+    k.n_ctiles = ceil_div(p.dim, NT as i64);
+    k.n_blocks = p.num_seqs.saturating_mul(k.n_ctiles);
+    k.chunk = 0;
+    k.n_chunks = 0;
+    Some(launch(name, k.n_blocks, NT, &k))
+}
+
+fn main_params(p: &KParams, g: &MainGeom, vec: bool) -> KParams {
+    let mut k = *p;
+    k.chunk = g.chunk;
+    k.n_chunks = g.n_chunks;
+    k.n_ctiles = g.n_ctiles;
+    k.n_blocks = g.n_blocks;
+    if vec {
+        k.flags |= F_VEC;
+    }
+    k
+}
+
+/// Launches of a forward call, in order.
+pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
+    let inp = &p.inp;
+    check_width(inp.width)?;
+    let mut k = conv_params(inp);
+    set_view3(&mut k.out, &mut k.out_s, &p.out);
+    if let Some(f) = &p.final_states {
+        set_view3(&mut k.final_st, &mut k.final_s, f);
+        k.flags |= F_FINAL | F_STATES_ANY;
+    }
+    let mut v = Vec::new();
+    if inp.batch <= 0 || inp.dim <= 0 {
+        return Ok(v);
+    }
+    let dt = inp.x.dtype;
+    if inp.seqlen > 0 {
+        let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
+        let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
+        let dims = [inp.batch, inp.dim, inp.seqlen];
+        let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
+        let km = main_params(&k, &g, vec);
+        v.push(launch(format!("ccv1d_fwd_{}_{}_w{}", layout.tag(), dt_name(dt), inp.width), g.n_blocks, NT, &km));
+    }
+    if p.final_states.is_some() {
+        v.extend(states_launch(format!("ccv1d_fwd_states_{}", dt_name(dt)), &k));
+    }
+    Ok(v)
+}
+
+fn bwd_params(p: &BwdPlan) -> KParams {
+    let inp = &p.inp;
+    let mut k = conv_params(inp);
+    set_view3(&mut k.dout, &mut k.dout_s, &p.dout);
+    set_view3(&mut k.dx, &mut k.dx_s, &p.dx);
+    k.dweight = p.dweight.addr as u64;
+    k.dw_s = [p.dweight.stride[0], p.dweight.stride[1]];
+    k.dw_dtype = p.dweight.dtype.code();
+    if let Some(b) = &p.dbias {
+        k.dbias = b.addr as u64;
+        k.dbias_s = b.stride[0];
+        k.db_dtype = b.dtype.code();
+        k.flags |= F_DBIAS;
+    }
+    if let Some(s) = &p.dfinal_states {
+        set_view3(&mut k.dfinal, &mut k.dfinal_s, s);
+        k.flags |= F_DFINAL | F_STATES_ANY;
+    }
+    if let Some(s) = &p.dinitial_states {
+        set_view3(&mut k.dinit, &mut k.dinit_s, s);
+        k.flags |= F_DINIT | F_STATES_ANY;
+    }
+    k
+}
+
+/// Main backward geometry, or None when there is no token (no main kernel, no partials).
+fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
+    let inp = &p.inp;
+    if inp.batch <= 0 || inp.dim <= 0 || inp.seqlen <= 0 {
+        return Ok(None);
+    }
+    let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
+    main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev).map(Some)
+}
+
+/// Rows of fp32 partials in the workspace: one per (batch row, chunk).
+fn bwd_partials(p: &BwdPlan, g: &Option<MainGeom>) -> i64 {
+    g.map(|g| p.inp.batch * g.n_chunks).unwrap_or(0)
+}
+
+/// Workspace bytes `bwd_launches` needs: fp32 partials `[batch * n_chunks, dim, width + 1]`.
+/// 0 when there is nothing to reduce. Same (plan, device) → same size and the same summation
+/// order, so dweight/dbias are bitwise reproducible.
+pub fn bwd_workspace_bytes(p: &BwdPlan, dev: &DeviceInfo) -> usize {
+    match bwd_geometry(p, dev) {
+        Ok(g) => {
+            let n = bwd_partials(p, &g);
+            (n.max(0) as usize)
+                .saturating_mul(p.inp.dim.max(0) as usize)
+                .saturating_mul(p.inp.width.max(0) as usize + 1)
+                .saturating_mul(4)
+        }
+        Err(_) => 0, // bwd_launches reports the error
+    }
+}
+
+/// Launches of a backward call, in order: main (dx + partials) → reduce (dweight/dbias) →
+/// states (dinitial_states). `workspace`: device address of at least `bwd_workspace_bytes`
+/// bytes, 256-byte aligned; its content is never assumed (every partial slot is written before
+/// it is read).
+pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<Vec<Launch>> {
+    let inp = &p.inp;
+    check_width(inp.width)?;
+    let mut k = bwd_params(p);
+    let mut v = Vec::new();
+    if inp.dim <= 0 {
+        return Ok(v);
+    }
+    let dt = inp.x.dtype;
+    let g = bwd_geometry(p, dev)?;
+    let n_partials = bwd_partials(p, &g);
+    if n_partials > 0 && workspace == 0 {
+        bail!(CCV1D_ERR_WORKSPACE, "backward needs a workspace of {} bytes", bwd_workspace_bytes(p, dev));
+    }
+    k.ws = workspace as u64;
+    k.n_partials = n_partials;
+    if let Some(g) = &g {
+        let dims = [inp.batch, inp.dim, inp.seqlen];
+        let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
+        let km = main_params(&k, g, vec);
+        v.push(launch(format!("ccv1d_bwd_{}_{}_w{}", g.layout.tag(), dt_name(dt), inp.width), g.n_blocks, NT, &km));
+    }
+    // dweight/dbias are always written (zeros when there is no token).
+    let nred = inp.dim * (inp.width + 1);
+    if nred > MAX_BLOCKS {
+        bail!(CCV1D_ERR_OVERFLOW, "dim too large");
+    }
+    let mut kr = k;
+    kr.n_blocks = ceil_div(nred, NT_REDUCE as i64);
+    v.push(launch("ccv1d_bwd_reduce".to_string(), kr.n_blocks, NT_REDUCE, &kr));
+    if p.dinitial_states.is_some() && inp.batch > 0 {
+        v.extend(states_launch(format!("ccv1d_bwd_states_{}", dt_name(dt)), &k));
+    }
+    Ok(v)
+}
+
+/// Launches of a decode update (one kernel).
+pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
+    let _ = dev;
+    check_width(p.width)?;
+    let mut v = Vec::new();
+    if p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0 {
+        return Ok(v);
+    }
+    if p.dim > i32::MAX as i64 || p.batch > i32::MAX as i64 {
+        bail!(CCV1D_ERR_OVERFLOW, "GPU kernels take batch and dim below 2^31");
+    }
+    let mut k = KParams::default();
+    set_view3(&mut k.x, &mut k.x_s, &p.x);
+    set_view3(&mut k.out, &mut k.out_s, &p.out);
+    set_view3(&mut k.conv_state, &mut k.cs_s, &p.conv_state);
+    k.weight = p.weight.addr as u64;
+    k.w_s = [p.weight.stride[0], p.weight.stride[1]];
+    k.w_dtype = p.weight.dtype.code();
+    k.b_dtype = DT_F32;
+    k.dw_dtype = DT_F32;
+    k.db_dtype = DT_F32;
+    k.hi_bytes = 4;
+    let mut f = F_STATES_ANY;
+    if let Some(b) = &p.bias {
+        k.bias = b.addr as u64;
+        k.bias_s = b.stride[0];
+        k.b_dtype = b.dtype.code();
+        f |= F_BIAS;
+    }
+    if p.act == Act::Silu {
+        f |= F_SILU;
+    }
+    if let Some(c) = &p.cache_seqlens {
+        k.cache_seqlens = c.addr as u64;
+        k.csl_s = c.stride[0];
+        f |= F_CACHE_SEQLENS;
+    }
+    if let Some(c) = &p.conv_state_indices {
+        k.state_idx = c.addr as u64;
+        k.si_s = c.stride[0];
+        f |= F_STATE_IDX;
+    }
+    k.flags = f;
+    k.batch = p.batch;
+    k.dim = p.dim;
+    k.seqlen = p.seqlen;
+    k.num_seqs = p.batch;
+    k.num_slots = p.num_slots;
+    k.state_len = p.state_len;
+    k.width = p.width as i32;
+    k.n_ctiles = ceil_div(p.dim, NT as i64);
+    k.n_blocks = p.batch * k.n_ctiles;
+    if k.n_blocks > MAX_BLOCKS {
+        bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch");
+    }
+    v.push(launch(format!("ccv1d_update_{}_w{}", dt_name(p.x.dtype), p.width), k.n_blocks, NT, &k));
+    Ok(v)
+}
+
+// ------------------------------------------------------------------ tests
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::launch::Vendor;
+    use std::mem::offset_of;
+
+    const KPARAMS_H: &str = include_str!("../../hip/kparams.h");
+    const INSTANCES_H: &str = include_str!("../../hip/instances.h");
+
+    fn h100() -> DeviceInfo {
+        DeviceInfo { vendor: Vendor::Nvidia, warp_size: 32, multiprocessors: 132, max_threads_per_block: 1024, max_shared_mem_per_block: 49152, arch: 90 }
+    }
+    fn mi300() -> DeviceInfo {
+        DeviceInfo { vendor: Vendor::Amd, warp_size: 64, multiprocessors: 304, max_threads_per_block: 1024, max_shared_mem_per_block: 65536, arch: 942 }
+    }
+
+    #[test]
+    fn kparams_layout_matches_header() {
+        assert_eq!(std::mem::size_of::<KParams>(), 584);
+        assert_eq!(std::mem::align_of::<KParams>(), 8);
+        assert_eq!(offset_of!(KParams, x), 0);
+        assert_eq!(offset_of!(KParams, ws), 144);
+        assert_eq!(offset_of!(KParams, x_s), 152);
+        assert_eq!(offset_of!(KParams, w_s), 152 + 12 * 8);
+        assert_eq!(offset_of!(KParams, csl_s), 456);
+        assert_eq!(offset_of!(KParams, batch), 464);
+        assert_eq!(offset_of!(KParams, state_len), 504);
+        assert_eq!(offset_of!(KParams, chunk), 512);
+        assert_eq!(offset_of!(KParams, n_partials), 544);
+        assert_eq!(offset_of!(KParams, width), 552);
+        assert_eq!(offset_of!(KParams, hi_bytes), 576);
+        // the header asserts the same numbers on the device side
+        assert!(KPARAMS_H.contains("#define CCV_PARAMS_SIZE 584"));
+        for (name, off) in [("x_s", 152), ("batch", 464), ("chunk", 512), ("width", 552)] {
+            assert!(KPARAMS_H.contains(&format!("offsetof(ccv_params, {name}) == {off}")), "{name}");
+        }
+    }
+
+    fn header_define(text: &str, name: &str) -> i64 {
+        let line = text.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("{name} missing"));
+        let val = line[format!("#define {name} ").len()..].split("//").next().unwrap().trim();
+        if let Some(sh) = val.strip_prefix("(1 << ").and_then(|s| s.strip_suffix(')')) {
+            1i64 << sh.trim().parse::<i64>().unwrap()
+        } else {
+            val.parse().unwrap()
+        }
+    }
+
+    #[test]
+    fn flags_and_shapes_match_headers() {
+        let flags = [
+            ("CCV_F_BIAS", F_BIAS), ("CCV_F_SILU", F_SILU), ("CCV_F_SEQ_IDX", F_SEQ_IDX), ("CCV_F_PACKED", F_PACKED),
+            ("CCV_F_INIT", F_INIT), ("CCV_F_FINAL", F_FINAL), ("CCV_F_STATE_IDX", F_STATE_IDX), ("CCV_F_HAS_INIT", F_HAS_INIT),
+            ("CCV_F_VEC", F_VEC), ("CCV_F_DFINAL", F_DFINAL), ("CCV_F_DINIT", F_DINIT), ("CCV_F_DBIAS", F_DBIAS),
+            ("CCV_F_CACHE_SEQLENS", F_CACHE_SEQLENS), ("CCV_F_STATES_ANY", F_STATES_ANY),
+            ("CCV_DT_F32", DT_F32), ("CCV_DT_F16", DT_F16), ("CCV_DT_BF16", DT_BF16),
+        ];
+        for (n, v) in flags {
+            assert_eq!(header_define(KPARAMS_H, n), v as i64, "{n}");
+        }
+        assert_eq!(DT_F32, DType::F32.code());
+        assert_eq!(DT_F16, DType::F16.code());
+        assert_eq!(DT_BF16, DType::BF16.code());
+        assert_eq!(header_define(INSTANCES_H, "CCV_CF_ITEMS"), CF_ITEMS);
+        assert_eq!(header_define(INSTANCES_H, "CCV_CL_TT"), CL_TT);
+        assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
+        for fam in ["fwd_cf", "fwd_cl", "bwd_cf", "bwd_cl", "update", "fwd_states", "bwd_states"] {
+            assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
+        }
+        assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
+    }
+
+    fn view(addr: usize, dtype: DType, stride: [i64; 3]) -> View {
+        View { addr, dtype, stride }
+    }
+    fn cf(_b: i64, d: i64, l: i64) -> [i64; 3] {
+        [d * l, l, 1]
+    }
+    fn cl(b: i64, d: i64, l: i64) -> [i64; 3] {
+        let _ = b;
+        [l * d, 1, d]
+    }
+
+    fn inputs(dt: DType, b: i64, d: i64, l: i64, w: i64, stride: [i64; 3]) -> ConvInputs {
+        ConvInputs {
+            backend: Backend::Gpu,
+            stream: 0,
+            batch: b,
+            dim: d,
+            seqlen: l,
+            width: w,
+            act: Act::Silu,
+            x: view(0x1000_0000, dt, stride),
+            weight: view(0x2000_0000, DType::F32, [w, 1, 0]),
+            bias: Some(view(0x3000_0000, DType::BF16, [1, 0, 0])),
+            seq_idx: None,
+            initial_states: None,
+            seqs: Seqs::Rows,
+            pool: StatePool { state_indices: None, has_initial_state: None, num_slots: b },
+        }
+    }
+
+    fn fwd_plan(inp: ConvInputs) -> FwdPlan {
+        let out = View { addr: 0x4000_0000, ..inp.x };
+        FwdPlan { inp, out, final_states: None }
+    }
+
+    fn params_of(l: &Launch) -> KParams {
+        assert_eq!(l.params.len(), KPARAMS_SIZE);
+        let mut k = KParams::default();
+        unsafe { std::ptr::copy_nonoverlapping(l.params.as_ptr(), &mut k as *mut KParams as *mut u8, KPARAMS_SIZE) };
+        k
+    }
+
+    fn check_grid(l: &Launch) {
+        let k = params_of(l);
+        let cap = l.grid[0] as i64 * l.grid[1] as i64;
+        assert!(cap >= k.n_blocks, "{}: grid {:?} < {} blocks", l.kernel, l.grid, k.n_blocks);
+        assert!(cap - k.n_blocks < l.grid[0] as i64, "{}: a whole spare grid row", l.kernel);
+        assert!(l.grid[1] <= 65535 && l.grid[0] as i64 <= MAX_GRID_X);
+        assert!(l.block[0] == NT || l.block[0] == NT_REDUCE);
+        assert_eq!(l.shared_mem_bytes, 0);
+    }
+
+    #[test]
+    fn fwd_channel_first_geometry() {
+        for (b, d, l) in [(4, 5376, 4096), (4, 256, 4096), (1, 1, 1), (2, 3, 5000), (1, 64, 1 << 20)] {
+            for dt in [DType::F32, DType::F16, DType::BF16] {
+                let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+                let v = fwd_launches(&p, &h100()).unwrap();
+                assert_eq!(v.len(), 1);
+                assert_eq!(v[0].kernel, format!("ccv1d_fwd_cf_{}_w4", dt.name()));
+                check_grid(&v[0]);
+                let k = params_of(&v[0]);
+                let tile = tile_tokens(Layout::ChannelFirst, dt);
+                assert_eq!(k.chunk % tile, 0);
+                assert!(k.chunk / tile <= MAX_TILES_PER_BLOCK);
+                assert_eq!(k.n_chunks, ceil_div(l, k.chunk));
+                assert!((k.n_chunks - 1) * k.chunk < l);
+                assert_eq!(k.n_blocks, b * d * k.n_chunks);
+                assert_eq!(k.n_ctiles, 1);
+                assert_ne!(k.flags & F_VEC, 0, "contiguous aligned → vector path");
+                assert_eq!(k.flags & (F_BIAS | F_SILU), F_BIAS | F_SILU);
+                assert_eq!((k.w_dtype, k.b_dtype), (DT_F32, DT_BF16));
+                assert_eq!((k.x, k.out), (0x1000_0000, 0x4000_0000));
+            }
+        }
+        // the small shape of DESIGN.md is split into one-tile blocks (2 per row)
+        let p = fwd_plan(inputs(DType::BF16, 4, 256, 4096, 4, cf(4, 256, 4096)));
+        let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
+        assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
+    }
+
+    #[test]
+    fn fwd_channel_last_geometry() {
+        for (b, d, l) in [(4, 5376, 4096), (8, 2048, 1024), (1, 100, 3), (2, 8, 1)] {
+            let p = fwd_plan(inputs(DType::BF16, b, d, l, 3, cl(b, d, l)));
+            let v = fwd_launches(&p, &mi300()).unwrap();
+            assert_eq!(v[0].kernel, "ccv1d_fwd_cl_bf16_w3");
+            check_grid(&v[0]);
+            let k = params_of(&v[0]);
+            assert_eq!(k.chunk % CL_TT, 0);
+            assert_eq!(k.n_ctiles, ceil_div(d, CL_CC));
+            assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
+            assert_eq!(k.flags & F_VEC != 0, d % 8 == 0, "vector path iff row strides are 16-byte multiples");
+        }
+    }
+
+    #[test]
+    fn layout_and_vector_choice() {
+        let x = view(0, DType::F32, [1000, 1, 7]); // neither L nor D contiguous-friendly... D-stride 1
+        assert_eq!(choose_layout(&x, 7, 100), Layout::ChannelLast);
+        let x = view(0, DType::F32, [1000, 100, 1]);
+        assert_eq!(choose_layout(&x, 10, 100), Layout::ChannelFirst);
+        let x = view(0, DType::F32, [1000, 3, 50]); // generic strides: the smaller one
+        assert_eq!(choose_layout(&x, 10, 20), Layout::ChannelLast);
+        let x = view(0, DType::F32, [1000, 50, 3]);
+        assert_eq!(choose_layout(&x, 10, 20), Layout::ChannelFirst);
+        assert_eq!(choose_layout(&view(0, DType::F32, [64, 1, 64]), 64, 1), Layout::ChannelLast);
+        assert_eq!(choose_layout(&view(0, DType::F32, [64, 64, 1]), 1, 64), Layout::ChannelFirst);
+
+        // misaligned base or odd row stride → scalar path, same kernel
+        let mut p = fwd_plan(inputs(DType::BF16, 2, 16, 1000, 4, cf(2, 16, 1000)));
+        assert_ne!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        p.inp.x.addr += 2;
+        assert_eq!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        let mut p = fwd_plan(inputs(DType::BF16, 2, 16, 1001, 4, cf(2, 16, 1001)));
+        assert_eq!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        p.out.stride = [16 * 1008, 1008, 1];
+        p.inp.x.stride = [16 * 1008, 1008, 1]; // a slice of a wider, 16-byte-aligned buffer
+        assert_ne!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        let mut p = fwd_plan(inputs(DType::F32, 2, 16, 64, 4, [16 * 64 * 2, 64 * 2, 2])); // L-stride 2
+        let l = &fwd_launches(&p, &h100()).unwrap()[0];
+        assert_eq!(l.kernel, "ccv1d_fwd_cf_f32_w4");
+        assert_eq!(params_of(l).flags & F_VEC, 0);
+        p.inp.x.stride = [-16 * 64, 64, 1]; // negative strides are fine
+        p.out.stride = [16 * 64, 64, 1];
+        assert_ne!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+    }
+
+    #[test]
+    fn fwd_states_and_empty_shapes() {
+        let mut p = fwd_plan(inputs(DType::F16, 3, 40, 0, 4, cf(3, 40, 0)));
+        p.final_states = Some(view(0x5000_0000, DType::F16, [40 * 3, 3, 1]));
+        let v = fwd_launches(&p, &h100()).unwrap();
+        assert_eq!(v.len(), 1, "L = 0: only the states kernel");
+        assert_eq!(v[0].kernel, "ccv1d_fwd_states_f16");
+        let k = params_of(&v[0]);
+        assert_eq!((k.n_ctiles, k.n_blocks, k.num_seqs), (1, 3, 3));
+        assert_ne!(k.flags & F_FINAL, 0);
+        check_grid(&v[0]);
+
+        p.inp.seqlen = 10;
+        let v = fwd_launches(&p, &h100()).unwrap();
+        assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_fwd_cf_f16_w4", "ccv1d_fwd_states_f16"]);
+
+        p.inp.width = 1; // no state
+        assert_eq!(fwd_launches(&p, &h100()).unwrap().len(), 1);
+        p.inp.batch = 0;
+        assert!(fwd_launches(&p, &h100()).unwrap().is_empty());
+        p.inp.width = 9;
+        assert_eq!(fwd_launches(&p, &h100()).unwrap_err().status, CCV1D_ERR_WIDTH);
+    }
+
+    #[test]
+    fn fwd_varlen_params() {
+        let mut inp = inputs(DType::BF16, 1, 64, 1000, 4, cl(1, 64, 1000));
+        inp.seqs = Seqs::Packed { cu_seqlens: IdxView { addr: 0x6000_0000, stride: [1, 0], elem_bytes: 4 }, num_seqs: 7 };
+        inp.pool = StatePool {
+            state_indices: Some(IdxView { addr: 0x6100_0000, stride: [2, 0], elem_bytes: 4 }),
+            has_initial_state: Some(IdxView { addr: 0x6200_0000, stride: [1, 0], elem_bytes: 1 }),
+            num_slots: 20,
+        };
+        inp.initial_states = Some(view(0x6300_0000, DType::BF16, [64 * 3, 3, 1]));
+        let mut p = fwd_plan(inp);
+        p.final_states = p.inp.initial_states; // the same pool
+        let v = fwd_launches(&p, &h100()).unwrap();
+        assert_eq!(v.len(), 2);
+        let (k0, k1) = (params_of(&v[0]), params_of(&v[1]));
+        for k in [&k0, &k1] {
+            assert_eq!(k.flags & (F_PACKED | F_STATE_IDX | F_HAS_INIT | F_INIT | F_FINAL | F_STATES_ANY), F_PACKED | F_STATE_IDX | F_HAS_INIT | F_INIT | F_FINAL | F_STATES_ANY);
+            assert_eq!((k.num_seqs, k.num_slots, k.hi_bytes, k.si_s), (7, 20, 1, 2));
+            assert_eq!(k.init, k.final_st);
+        }
+        assert_eq!(v[1].kernel, "ccv1d_fwd_states_bf16");
+        assert_eq!(k1.n_blocks, 7);
+    }
+
+    fn bwd_plan(inp: ConvInputs) -> BwdPlan {
+        let x = inp.x;
+        BwdPlan {
+            inp,
+            dout: View { addr: 0x7000_0000, ..x },
+            dfinal_states: None,
+            dx: View { addr: 0x7100_0000, ..x },
+            dweight: view(0x7200_0000, DType::F32, [inp.width, 1, 0]),
+            dbias: Some(view(0x7300_0000, DType::BF16, [1, 0, 0])),
+            dinitial_states: None,
+            workspace: None,
+            deterministic: true,
+        }
+    }
+
+    #[test]
+    fn bwd_launches_and_workspace() {
+        for (lay, (b, d, l)) in [(0, (4, 5376, 4096)), (1, (8, 2048, 1024)), (0, (2, 3, 7)), (1, (1, 70, 1))] {
+            for w in [1, 4, 8] {
+                let st = if lay == 0 { cf(b, d, l) } else { cl(b, d, l) };
+                let mut p = bwd_plan(inputs(DType::BF16, b, d, l, w, st));
+                p.inp.initial_states = Some(view(0x7400_0000, DType::BF16, [d * 8, 8, 1]));
+                p.dinitial_states = Some(view(0x7500_0000, DType::BF16, [d * 8, 8, 1]));
+                let dev = if lay == 0 { h100() } else { mi300() };
+                let bytes = bwd_workspace_bytes(&p, &dev);
+                let v = bwd_launches(&p, &dev, 0x8000_0000).unwrap();
+                let names: Vec<_> = v.iter().map(|l| l.kernel.clone()).collect();
+                let tag = if lay == 0 { "cf" } else { "cl" };
+                let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}"), "ccv1d_bwd_reduce".to_string()];
+                if w > 1 {
+                    want.push("ccv1d_bwd_states_bf16".to_string());
+                }
+                assert_eq!(names, want);
+                for l in &v {
+                    check_grid(l);
+                }
+                let km = params_of(&v[0]);
+                assert_eq!(km.n_partials, b * km.n_chunks);
+                assert_eq!(bytes, (km.n_partials * d * (w + 1) * 4) as usize);
+                assert_eq!(km.ws, 0x8000_0000);
+                let kr = params_of(&v[1]);
+                assert_eq!(v[1].block[0], NT_REDUCE);
+                assert!(kr.n_blocks * NT_REDUCE as i64 >= d * (w + 1));
+                assert_eq!(kr.n_partials, km.n_partials);
+                assert_eq!(kr.flags & F_DBIAS, F_DBIAS);
+                assert_eq!((kr.dw_dtype, kr.db_dtype), (DT_F32, DT_BF16));
+                // deterministic: same inputs → same geometry and bytes
+                assert_eq!(bwd_workspace_bytes(&p, &dev), bytes);
+                assert_eq!(bwd_launches(&p, &dev, 0x8000_0000).unwrap()[0].params, v[0].params);
+            }
+        }
+        // L = 0: no main kernel, dweight/dbias zeroed by the reduce kernel, dinit = dfinal
+        let mut p = bwd_plan(inputs(DType::F32, 2, 16, 0, 4, cf(2, 16, 0)));
+        p.inp.initial_states = Some(view(0x7400_0000, DType::F32, [16 * 3, 3, 1]));
+        p.dinitial_states = Some(view(0x7500_0000, DType::F32, [16 * 3, 3, 1]));
+        assert_eq!(bwd_workspace_bytes(&p, &h100()), 0);
+        let v = bwd_launches(&p, &h100(), 0).unwrap();
+        assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_bwd_reduce", "ccv1d_bwd_states_f32"]);
+        assert_eq!(params_of(&v[0]).n_partials, 0);
+        // a workspace is required when there are partials
+        let p = bwd_plan(inputs(DType::F32, 2, 16, 10, 4, cf(2, 16, 10)));
+        assert_eq!(bwd_launches(&p, &h100(), 0).unwrap_err().status, CCV1D_ERR_WORKSPACE);
+    }
+
+    #[test]
+    fn update_launch() {
+        let x = view(0x1000, DType::F16, [64 * 2, 2, 1]);
+        let p = UpdatePlan {
+            backend: Backend::Gpu,
+            stream: 0,
+            batch: 5,
+            dim: 300,
+            seqlen: 2,
+            width: 4,
+            state_len: 3,
+            num_slots: 9,
+            act: Act::None,
+            x,
+            weight: view(0x2000, DType::BF16, [4, 1, 0]),
+            bias: None,
+            out: x,
+            conv_state: view(0x3000, DType::F16, [300 * 3, 3, 1]),
+            cache_seqlens: Some(IdxView { addr: 0x4000, stride: [1, 0], elem_bytes: 4 }),
+            conv_state_indices: Some(IdxView { addr: 0x5000, stride: [1, 0], elem_bytes: 4 }),
+        };
+        let v = update_launches(&p, &h100()).unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].kernel, "ccv1d_update_f16_w4");
+        check_grid(&v[0]);
+        let k = params_of(&v[0]);
+        assert_eq!((k.n_ctiles, k.n_blocks, k.state_len, k.num_slots), (3, 15, 3, 9));
+        assert_eq!(k.flags, F_STATES_ANY | F_CACHE_SEQLENS | F_STATE_IDX);
+        assert_eq!(k.x, k.out);
+        assert_eq!(k.w_dtype, DT_BF16);
+    }
+
+    #[test]
+    fn names_are_the_instantiated_set() {
+        let names = all_kernel_names();
+        assert_eq!(names.len(), 3 * (5 * 8 + 2) + 1);
+        let set: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(set.len(), names.len());
+        assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));
+    }
+}

@@ -50,8 +50,9 @@ fn generate_header(manifest: &PathBuf, out_dir: &PathBuf) {
 //   cubins of an arch are linked by nvlink, and fatbinary packs one image per arch into
 //   $OUT_DIR/ccv1d_kernels.fatbin. Archs: CAUSAL_CONV1D_CUDA_ARCHS (default "80;90").
 // AMD: hipcc ($HIPCC, $ROCM_PATH/bin, /opt/rocm/bin, or PATH). All kernel files form one
-//   translation unit (an AMD code object cannot be linked from several); clang compiles its archs
-//   in parallel (-parallel-jobs) into the code-object bundle $OUT_DIR/ccv1d_kernels.hsaco.
+//   translation unit (AMD code objects are linked shared objects: one module cannot be made from
+//   several), compiled into the code-object bundle $OUT_DIR/ccv1d_kernels.hsaco while the nvcc
+//   jobs run on the other threads.
 //   Archs: CAUSAL_CONV1D_HIP_ARCHS (default "gfx90a;gfx942"); archs the compiler rejects are
 //   dropped with a warning (each probed with a one-line kernel).
 // Emits cfg ccv1d_cuda / ccv1d_rocm and the env vars CCV1D_FATBIN / CCV1D_HSACO (file paths,
@@ -177,7 +178,6 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
             let extra = split_flags(&env::var("CAUSAL_CONV1D_HIPCC_FLAGS").unwrap_or_default());
             let mut c = Command::new(hipcc);
             c.args(["-std=c++17", "-O3", "--genco"])
-                .arg(format!("-parallel-jobs={}", hip_archs.len().min(jobs.max(1))))
                 .args(hip_archs.iter().map(|a| format!("--offload-arch={a}")))
                 .arg("-I")
                 .arg(&hip_dir)

@@ -34,7 +34,9 @@ CCV_DEV void update_body(const ccv_params& P) {
   float w[W], bias;
   load_weights<W>(P, d, w, bias);
   float win[K > 0 ? K : 1];
-  if (f & CCV_F_CACHE_SEQLENS) {
+  if (sl <= 0) {
+    // state_len = 0 (width 1): no state to read or write
+  } else if (f & CCV_F_CACHE_SEQLENS) {
     const int64_t c = P.cache_seqlens[b * P.csl_s];
     int64_t idx = emod(c - K, sl);
 #pragma unroll

@@ -561,6 +561,11 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
 
 // ------------------------------------------------------------------ tests
 
+/// On-GPU checks of every kernel against an f64 reference (needs an NVIDIA GPU; `--ignored`).
+#[cfg(all(test, ccv1d_cuda))]
+#[path = "kernels_gputest.rs"]
+mod gputest;
+
 #[cfg(test)]
 mod tests {
     use super::*;

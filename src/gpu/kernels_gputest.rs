@@ -1,0 +1,1065 @@
+//! GPU self-test of the kernels and their launch geometry, independent of the driver layer:
+//! a minimal CUDA driver-API shim (dlopen libcuda.so.1), the embedded fatbin, random inputs in
+//! strided / padded / misaligned views, NaN-poisoned outputs, and an f64 reference written from
+//! docs/semantics.md. Every buffer is compared whole: elements outside the views (padding,
+//! untouched state slots) must keep their poison.
+//!
+//! Needs an NVIDIA GPU and a build with nvcc (cfg ccv1d_cuda). Run on the GPU machine:
+//!     cargo test --lib gpu::kernels::gputest -- --ignored --test-threads=1
+//! (or the test executable with `gputest --ignored`). CCV1D_GPUTEST_VERBOSE=1 prints every case.
+
+use super::*;
+use crate::gpu::launch::Vendor;
+use half::{bf16, f16};
+use std::ffi::{c_void, CStr, CString};
+use std::sync::Mutex;
+
+// ------------------------------------------------------------------ driver shim
+
+type Fn0 = unsafe extern "C" fn(u32) -> i32;
+struct Cu {
+    ctx: *mut c_void,
+    module: *mut c_void,
+    dev_info: DeviceInfo,
+    mem_alloc: unsafe extern "C" fn(*mut u64, usize) -> i32,
+    mem_free: unsafe extern "C" fn(u64) -> i32,
+    htod: unsafe extern "C" fn(u64, *const c_void, usize) -> i32,
+    dtoh: unsafe extern "C" fn(*mut c_void, u64, usize) -> i32,
+    get_fn: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const i8) -> i32,
+    launch: unsafe extern "C" fn(*mut c_void, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> i32,
+    sync: unsafe extern "C" fn() -> i32,
+    set_current: unsafe extern "C" fn(*mut c_void) -> i32,
+    err_name: unsafe extern "C" fn(i32, *mut *const i8) -> i32,
+}
+unsafe impl Send for Cu {}
+
+static CU: Mutex<Option<Cu>> = Mutex::new(None);
+
+unsafe fn sym<T>(lib: *mut c_void, name: &str) -> T {
+    let c = CString::new(name).unwrap();
+    let p = libc::dlsym(lib, c.as_ptr());
+    assert!(!p.is_null(), "libcuda has no {name}");
+    std::mem::transmute_copy(&p)
+}
+
+impl Cu {
+    fn open() -> Cu {
+        unsafe {
+            let lib = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW);
+            assert!(!lib.is_null(), "cannot dlopen libcuda.so.1 (no NVIDIA driver?)");
+            let init: Fn0 = sym(lib, "cuInit");
+            let dev_get: unsafe extern "C" fn(*mut i32, i32) -> i32 = sym(lib, "cuDeviceGet");
+            let attr: unsafe extern "C" fn(*mut i32, i32, i32) -> i32 = sym(lib, "cuDeviceGetAttribute");
+            let retain: unsafe extern "C" fn(*mut *mut c_void, i32) -> i32 = sym(lib, "cuDevicePrimaryCtxRetain");
+            let load: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> i32 = sym(lib, "cuModuleLoadData");
+            let mut cu = Cu {
+                ctx: std::ptr::null_mut(),
+                module: std::ptr::null_mut(),
+                dev_info: DeviceInfo { vendor: Vendor::Nvidia, warp_size: 32, multiprocessors: 1, max_threads_per_block: 1024, max_shared_mem_per_block: 49152, arch: 0 },
+                mem_alloc: sym(lib, "cuMemAlloc_v2"),
+                mem_free: sym(lib, "cuMemFree_v2"),
+                htod: sym(lib, "cuMemcpyHtoD_v2"),
+                dtoh: sym(lib, "cuMemcpyDtoH_v2"),
+                get_fn: sym(lib, "cuModuleGetFunction"),
+                launch: sym(lib, "cuLaunchKernel"),
+                sync: sym(lib, "cuCtxSynchronize"),
+                set_current: sym(lib, "cuCtxSetCurrent"),
+                err_name: sym(lib, "cuGetErrorName"),
+            };
+            cu.check(init(0), "cuInit");
+            let mut dev = 0;
+            cu.check(dev_get(&mut dev, 0), "cuDeviceGet");
+            let mut v = 0;
+            cu.check(attr(&mut v, 16, dev), "SM count");
+            cu.dev_info.multiprocessors = v as u32;
+            cu.check(attr(&mut v, 10, dev), "warp size");
+            cu.dev_info.warp_size = v as u32;
+            let (mut ma, mut mi) = (0, 0);
+            cu.check(attr(&mut ma, 75, dev), "cc major");
+            cu.check(attr(&mut mi, 76, dev), "cc minor");
+            cu.dev_info.arch = (ma * 10 + mi) as u32;
+            let mut ctx = std::ptr::null_mut();
+            cu.check(retain(&mut ctx, dev), "cuDevicePrimaryCtxRetain");
+            cu.ctx = ctx;
+            cu.check((cu.set_current)(cu.ctx), "cuCtxSetCurrent");
+            let bytes = include_bytes!(env!("CCV1D_FATBIN"));
+            let mut aligned = vec![0u64; bytes.len() / 8 + 1];
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), aligned.as_mut_ptr() as *mut u8, bytes.len());
+            let mut module = std::ptr::null_mut();
+            cu.check(load(&mut module, aligned.as_ptr() as *const c_void), "cuModuleLoadData");
+            cu.module = module;
+            cu
+        }
+    }
+    fn check(&self, r: i32, what: &str) {
+        if r != 0 {
+            let mut p: *const i8 = std::ptr::null();
+            unsafe { (self.err_name)(r, &mut p) };
+            let n = if p.is_null() { "?".into() } else { unsafe { CStr::from_ptr(p) }.to_string_lossy().to_string() };
+            panic!("{what}: CUDA error {r} ({n})");
+        }
+    }
+    fn alloc(&self, bytes: usize) -> u64 {
+        let mut p = 0u64;
+        self.check(unsafe { (self.mem_alloc)(&mut p, bytes.max(16)) }, "cuMemAlloc");
+        p
+    }
+    fn upload(&self, d: u64, b: &[u8]) {
+        self.check(unsafe { (self.htod)(d, b.as_ptr() as *const c_void, b.len()) }, "cuMemcpyHtoD");
+    }
+    fn download(&self, d: u64, n: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n];
+        self.check(unsafe { (self.dtoh)(v.as_mut_ptr() as *mut c_void, d, n) }, "cuMemcpyDtoH");
+        v
+    }
+    fn run(&self, launches: &[Launch]) {
+        for l in launches {
+            let name = CString::new(l.kernel.clone()).unwrap();
+            let mut f = std::ptr::null_mut();
+            self.check(unsafe { (self.get_fn)(&mut f, self.module, name.as_ptr()) }, &format!("cuModuleGetFunction {}", l.kernel));
+            let mut params = l.params.clone();
+            let mut args = [params.as_mut_ptr() as *mut c_void];
+            let r = unsafe {
+                (self.launch)(f, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_mem_bytes, std::ptr::null_mut(), args.as_mut_ptr(), std::ptr::null_mut())
+            };
+            self.check(r, &format!("launch {}", l.kernel));
+            self.check(unsafe { (self.sync)() }, &format!("run {}", l.kernel));
+        }
+    }
+}
+
+fn with_gpu<R>(f: impl FnOnce(&Cu) -> R) -> R {
+    let mut g = CU.lock().unwrap_or_else(|e| e.into_inner());
+    if g.is_none() {
+        *g = Some(Cu::open());
+    }
+    let cu = g.as_ref().unwrap();
+    cu.check(unsafe { (cu.set_current)(cu.ctx) }, "cuCtxSetCurrent");
+    f(cu)
+}
+
+// ------------------------------------------------------------------ host data
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unif(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+fn round_to(dt: DType, v: f64) -> f64 {
+    match dt {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => f16::from_f64(v).to_f64(),
+        DType::BF16 => bf16::from_f64(v).to_f64(),
+    }
+}
+fn encode(dt: DType, v: &[f64]) -> Vec<u8> {
+    let mut o = Vec::with_capacity(v.len() * dt.size());
+    for &x in v {
+        match dt {
+            DType::F32 => o.extend_from_slice(&(x as f32).to_le_bytes()),
+            DType::F16 => o.extend_from_slice(&f16::from_f64(x).to_bits().to_le_bytes()),
+            DType::BF16 => o.extend_from_slice(&bf16::from_f64(x).to_bits().to_le_bytes()),
+        }
+    }
+    o
+}
+fn decode(dt: DType, b: &[u8]) -> Vec<f64> {
+    match dt {
+        DType::F32 => b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+        DType::F16 => b.chunks(2).map(|c| f16::from_bits(u16::from_le_bytes(c.try_into().unwrap())).to_f64()).collect(),
+        DType::BF16 => b.chunks(2).map(|c| bf16::from_bits(u16::from_le_bytes(c.try_into().unwrap())).to_f64()).collect(),
+    }
+}
+
+/// A float tensor in its own device buffer: logical shape, strides, element offset; `host` holds
+/// the whole buffer (values already rounded to the dtype).
+struct T3 {
+    dt: DType,
+    #[allow(dead_code)]
+    shape: [usize; 3],
+    stride: [i64; 3],
+    off: usize,
+    host: Vec<f64>,
+    dev: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Lay {
+    Cf,
+    Cl,
+    /// channel-first rows padded (a slice of a wider tensor), 16-byte aligned
+    CfPad,
+    /// channel-last with padded rows
+    ClPad,
+    /// element stride 2 along L, misaligned base: scalar path
+    Odd,
+    /// misaligned base (2-element offset), otherwise contiguous channel-first
+    CfMis,
+}
+
+fn strides_for(shape: [usize; 3], lay: Lay) -> ([i64; 3], usize) {
+    let [a, b, c] = shape.map(|v| v as i64);
+    let (s, off) = match lay {
+        Lay::Cf => ([b * c, c, 1], 0),
+        Lay::Cl => ([b * c, 1, b], 0),
+        Lay::CfPad => {
+            let row = c + 8;
+            ([b * row + 16, row, 1], 8)
+        }
+        Lay::ClPad => {
+            let row = b + 8;
+            ([c * row + 8, 1, row], 8)
+        }
+        Lay::Odd => ([b * c * 2 + 3, c * 2, 2], 3),
+        Lay::CfMis => ([b * c, c, 1], 2),
+    };
+    let _ = a;
+    (s, off)
+}
+
+impl T3 {
+    fn extent(shape: [usize; 3], stride: [i64; 3], off: usize) -> usize {
+        let mut m = off as i64;
+        for i in 0..3 {
+            if shape[i] > 0 {
+                m += (shape[i] as i64 - 1) * stride[i];
+            }
+        }
+        m as usize + 1 + 8
+    }
+    fn new(cu: &Cu, dt: DType, shape: [usize; 3], stride: [i64; 3], off: usize, fill: impl FnMut() -> f64) -> T3 {
+        let n = Self::extent(shape, stride, off);
+        let mut fill = fill;
+        let host: Vec<f64> = (0..n).map(|_| round_to(dt, fill())).collect();
+        let dev = cu.alloc(n * dt.size());
+        cu.upload(dev, &encode(dt, &host));
+        T3 { dt, shape, stride, off, host, dev }
+    }
+    fn idx(&self, i: usize, j: usize, k: usize) -> usize {
+        (self.off as i64 + i as i64 * self.stride[0] + j as i64 * self.stride[1] + k as i64 * self.stride[2]) as usize
+    }
+    fn at(&self, i: usize, j: usize, k: usize) -> f64 {
+        self.host[self.idx(i, j, k)]
+    }
+    fn view(&self) -> View {
+        View { addr: (self.dev + (self.off * self.dt.size()) as u64) as usize, dtype: self.dt, stride: self.stride }
+    }
+    fn read(&self, cu: &Cu) -> Vec<f64> {
+        decode(self.dt, &cu.download(self.dev, self.host.len() * self.dt.size()))
+    }
+    fn free(&self, cu: &Cu) {
+        unsafe { (cu.mem_free)(self.dev) };
+    }
+}
+
+struct I32 {
+    v: Vec<i32>,
+    dev: u64,
+}
+impl I32 {
+    fn new(cu: &Cu, v: Vec<i32>) -> I32 {
+        let dev = cu.alloc(v.len() * 4 + 16);
+        let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        cu.upload(dev, &b);
+        I32 { v, dev }
+    }
+    fn view(&self, stride0: i64, stride1: i64) -> IdxView {
+        IdxView { addr: self.dev as usize, stride: [stride0, stride1], elem_bytes: 4 }
+    }
+}
+
+fn nan() -> f64 {
+    f64::NAN
+}
+
+/// Compares whole buffers: NaN where the reference is NaN (poison kept), close elsewhere.
+fn compare(what: &str, got: &[f64], want: &[f64], dt: DType, scale_tol: f64) -> (f64, f64) {
+    assert_eq!(got.len(), want.len());
+    let (mut num, mut den, mut maxe, mut maxr) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if w.is_nan() {
+            assert!(g.is_nan(), "{what}: element {i} outside the output was written ({g})");
+            continue;
+        }
+        assert!(g.is_finite(), "{what}: element {i} not written or not finite ({g}, want {w})");
+        num += (g - w) * (g - w);
+        den += w * w;
+        maxe = maxe.max((g - w).abs());
+        maxr = maxr.max(w.abs());
+    }
+    let rel = (num / den.max(1e-30)).sqrt();
+    let tol = scale_tol
+        * match dt {
+            DType::F32 => 2e-6,
+            DType::F16 => 1.5e-3,
+            DType::BF16 => 1e-2,
+        };
+    assert!(rel <= tol || den < 1e-20 && maxe < 1e-6, "{what}: relative error {rel:.3e} > {tol:.1e} (max abs {maxe:.3e}, max |ref| {maxr:.3e})");
+    assert!(maxe <= 8.0 * tol * maxr.max(1e-3) + 1e-6, "{what}: max abs error {maxe:.3e} (max |ref| {maxr:.3e}, rel {rel:.3e})");
+    (rel, maxe)
+}
+
+fn verbose() -> bool {
+    std::env::var("CCV1D_GPUTEST_VERBOSE").is_ok()
+}
+
+// ------------------------------------------------------------------ reference (docs/semantics.md)
+
+#[derive(Clone, Debug)]
+struct SeqR {
+    b: usize,
+    s: usize,
+    e: usize,
+    slot: i64,
+    skip: bool,
+    init: bool,
+    /// has_initial_state (true when not given)
+    hin: bool,
+}
+
+fn silu(z: f64) -> f64 {
+    z / (1.0 + (-z).exp())
+}
+fn silu_d(z: f64) -> f64 {
+    let s = 1.0 / (1.0 + (-z).exp());
+    s * (1.0 + z * (1.0 - s))
+}
+
+/// Everything a forward/backward case holds on the host and device.
+struct Conv {
+    dt: DType,
+    b: usize,
+    d: usize,
+    l: usize,
+    w: usize,
+    silu: bool,
+    x: T3,
+    weight: T3,
+    bias: Option<T3>,
+    seq: Option<I32>,
+    cu: Option<I32>,
+    si: Option<I32>,
+    hi: Option<(I32, u64, Vec<u8>)>, // (int32 version, bool buffer, bool values) — one is used
+    hi_bool: bool,
+    init: Option<T3>,
+    num_slots: usize,
+    seqs: Vec<SeqR>,
+}
+
+impl Conv {
+    /// GPU rule: a slot >= num_slots skips its sequence when some state tensor exists (without
+    /// state tensors only slot < 0 skips).
+    fn set_states_any(&mut self, any: bool) {
+        let init = self.init.is_some();
+        for r in &mut self.seqs {
+            r.skip = r.slot < 0 || (any && r.slot >= self.num_slots as i64);
+            r.init = !r.skip && init && r.hin;
+        }
+    }
+    fn k(&self) -> usize {
+        self.w - 1
+    }
+    fn wt(&self, d: usize, k: usize) -> f64 {
+        self.weight.at(d, k, 0)
+    }
+    fn bias(&self, d: usize) -> f64 {
+        self.bias.as_ref().map(|b| b.at(d, 0, 0)).unwrap_or(0.0)
+    }
+    /// id(t) for local position t (t may be negative) of sequence r
+    fn id(&self, r: &SeqR, t: i64) -> i64 {
+        match &self.seq {
+            None => 0,
+            Some(s) => {
+                let tt = if t < 0 { 0 } else { t as usize };
+                s.v[r.b * self.l + r.s + tt] as i64
+            }
+        }
+    }
+    fn xe(&self, r: &SeqR, d: usize, t: i64) -> f64 {
+        let k = self.k() as i64;
+        if t >= 0 {
+            self.x.at(r.b, d, r.s + t as usize)
+        } else if r.init {
+            self.init.as_ref().unwrap().at(r.slot as usize, d, (t + k) as usize)
+        } else {
+            0.0
+        }
+    }
+    fn pre(&self, r: &SeqR, d: usize, t: i64) -> f64 {
+        let k = self.k() as i64;
+        let mut acc = self.bias(d);
+        for j in 0..self.w as i64 {
+            let p = t - k + j;
+            if self.id(r, p) == self.id(r, t) {
+                acc += self.wt(d, j as usize) * self.xe(r, d, p);
+            }
+        }
+        acc
+    }
+    fn final_cond(&self, r: &SeqR, p: i64) -> bool {
+        let len = (r.e - r.s) as i64;
+        if self.seq.is_none() || len == 0 {
+            return true;
+        }
+        let idl = self.id(r, len - 1);
+        idl >= 0 && self.id(r, p) == idl
+    }
+}
+
+struct ConvOpts {
+    dt: DType,
+    wdt: DType,
+    bdt: Option<DType>,
+    b: usize,
+    d: usize,
+    l: usize,
+    w: usize,
+    silu: bool,
+    lay: Lay,
+    seq_idx: bool,
+    init: bool,
+    /// packed: sequence lengths (sum = l, batch must be 1)
+    packed: Option<Vec<usize>>,
+    /// state_indices (one per sequence), may hold -1 and out-of-range slots
+    state_idx: Option<Vec<i32>>,
+    has_init: Option<(Vec<i32>, bool)>,
+    num_slots: usize,
+    seed: u64,
+}
+
+fn build_conv(cu: &Cu, o: &ConvOpts) -> Conv {
+    let mut rng = Rng(o.seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
+    let (st, off) = strides_for([o.b, o.d, o.l], o.lay);
+    let x = T3::new(cu, o.dt, [o.b, o.d, o.l], st, off, || rng.unif());
+    let mut rng2 = Rng(o.seed ^ 0x1234567 | 1);
+    let weight = T3::new(cu, o.wdt, [o.d, o.w, 1], [o.w as i64 + 1, 1, 0], 0, || rng2.unif() * 0.6);
+    let bias = o.bdt.map(|bdt| T3::new(cu, bdt, [o.d, 1, 1], [2, 0, 0], 1, || rng2.unif() * 0.5));
+    let k = o.w - 1;
+    let seq = if o.seq_idx {
+        // non-decreasing ids with a few negative (padding) runs and an occasional non-monotonic jump
+        let mut v = Vec::with_capacity(o.b * o.l);
+        for _ in 0..o.b {
+            let mut id: i32 = if rng.coin() { -1 } else { 0 };
+            for _ in 0..o.l {
+                if rng.below(9) == 0 {
+                    id = if rng.below(6) == 0 { id - 2 } else { id + 1 };
+                }
+                v.push(id);
+            }
+        }
+        Some(I32::new(cu, v))
+    } else {
+        None
+    };
+    let nseq = o.packed.as_ref().map(|p| p.len()).unwrap_or(o.b);
+    let (cuv, seqs_bounds): (Option<I32>, Vec<(usize, usize, usize)>) = match &o.packed {
+        Some(lens) => {
+            let mut c = vec![0i32];
+            let mut bnd = Vec::new();
+            for &n in lens {
+                let s = *c.last().unwrap() as usize;
+                c.push((s + n) as i32);
+                bnd.push((0, s, s + n));
+            }
+            assert_eq!(*c.last().unwrap() as usize, o.l);
+            (Some(I32::new(cu, c)), bnd)
+        }
+        None => (None, (0..o.b).map(|b| (b, 0, o.l)).collect()),
+    };
+    let si = o.state_idx.clone().map(|v| I32::new(cu, v));
+    let hi = o.has_init.clone().map(|(v, as_bool)| {
+        let i = I32::new(cu, v.clone());
+        let bytes: Vec<u8> = v.iter().map(|&x| (x != 0) as u8).collect();
+        let bdev = cu.alloc(bytes.len() + 16);
+        cu.upload(bdev, &bytes);
+        let _ = as_bool;
+        (i, bdev, bytes)
+    });
+    let hi_bool = o.has_init.as_ref().map(|h| h.1).unwrap_or(false);
+    let init = if o.init {
+        let (st, off) = strides_for([o.num_slots, o.d, k], if rng.coin() { Lay::Cf } else { Lay::CfPad });
+        Some(T3::new(cu, o.dt, [o.num_slots, o.d, k], st, off, || rng.unif()))
+    } else {
+        None
+    };
+    let seqs = seqs_bounds
+        .iter()
+        .enumerate()
+        .map(|(i, &(b, s, e))| {
+            let slot = si.as_ref().map(|v| v.v[i] as i64).unwrap_or(i as i64);
+            let skip = slot < 0 || (o.init && slot >= o.num_slots as i64);
+            let hin = o.has_init.as_ref().map(|h| h.0[i] != 0).unwrap_or(true);
+            SeqR { b, s, e, slot, skip, init: !skip && o.init && hin, hin }
+        })
+        .collect();
+    let _ = nseq;
+    Conv { dt: o.dt, b: o.b, d: o.d, l: o.l, w: o.w, silu: o.silu, x, weight, bias, seq, cu: cuv, si, hi, hi_bool, init, num_slots: o.num_slots, seqs }
+}
+
+fn conv_inputs(c: &Conv) -> ConvInputs {
+    ConvInputs {
+        backend: Backend::Gpu,
+        stream: 0,
+        batch: c.b as i64,
+        dim: c.d as i64,
+        seqlen: c.l as i64,
+        width: c.w as i64,
+        act: if c.silu { Act::Silu } else { Act::None },
+        x: c.x.view(),
+        weight: c.weight.view(),
+        bias: c.bias.as_ref().map(|b| b.view()),
+        seq_idx: c.seq.as_ref().map(|s| s.view(c.l as i64, 1)),
+        initial_states: c.init.as_ref().map(|t| t.view()),
+        seqs: match &c.cu {
+            Some(cuv) => Seqs::Packed { cu_seqlens: cuv.view(1, 0), num_seqs: c.seqs.len() as i64 },
+            None => Seqs::Rows,
+        },
+        pool: StatePool {
+            state_indices: c.si.as_ref().map(|s| s.view(1, 0)),
+            has_initial_state: c.hi.as_ref().map(|(i, bdev, _)| {
+                if c.hi_bool {
+                    IdxView { addr: *bdev as usize, stride: [1, 0], elem_bytes: 1 }
+                } else {
+                    i.view(1, 0)
+                }
+            }),
+            num_slots: c.num_slots as i64,
+        },
+    }
+}
+
+// ------------------------------------------------------------------ forward
+
+fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
+    let mut c = build_conv(cu, o);
+    c.set_states_any(o.init || final_states);
+    let k = c.k();
+    let (st, off) = strides_for([c.b, c.d, c.l], o.lay);
+    let out = T3::new(cu, c.dt, [c.b, c.d, c.l], st, off, nan);
+    let fin = if final_states && !alias {
+        let (st, off) = strides_for([c.num_slots, c.d, k], Lay::CfPad);
+        Some(T3::new(cu, c.dt, [c.num_slots, c.d, k], st, off, nan))
+    } else {
+        None
+    };
+    let mut plan = FwdPlan { inp: conv_inputs(&c), out: out.view(), final_states: None };
+    if final_states {
+        plan.final_states = Some(if alias { c.init.as_ref().unwrap().view() } else { fin.as_ref().unwrap().view() });
+    }
+    let launches = fwd_launches(&plan, &cu.dev_info).unwrap();
+    cu.run(&launches);
+
+    // reference
+    let mut want = vec![f64::NAN; out.host.len()];
+    for r in &c.seqs {
+        for d in 0..c.d {
+            for t in 0..(r.e - r.s) {
+                let v = if r.skip || c.id(r, t as i64) < 0 {
+                    0.0
+                } else {
+                    let z = c.pre(r, d, t as i64);
+                    if c.silu { silu(z) } else { z }
+                };
+                want[out.idx(r.b, d, r.s + t)] = v;
+            }
+        }
+    }
+    let mut msg = String::new();
+    let (rel, _) = compare("out", &out.read(cu), &want, c.dt, 1.0);
+    msg += &format!("out {rel:.1e}");
+    if final_states {
+        let ft: &T3 = if alias { c.init.as_ref().unwrap() } else { fin.as_ref().unwrap() };
+        let mut wantf = ft.host.clone();
+        for r in &c.seqs {
+            if r.skip {
+                continue;
+            }
+            let len = (r.e - r.s) as i64;
+            for d in 0..c.d {
+                let vals: Vec<f64> = (0..k)
+                    .map(|j| {
+                        let p = len - k as i64 + j as i64;
+                        if c.final_cond(r, p) { c.xe(r, d, p) } else { 0.0 }
+                    })
+                    .collect();
+                for j in 0..k {
+                    wantf[ft.idx(r.slot as usize, d, j)] = vals[j];
+                }
+            }
+        }
+        let (rel, _) = compare("final_states", &ft.read(cu), &wantf, c.dt, 1.0);
+        msg += &format!(" final {rel:.1e}");
+    }
+    for t in [&c.x, &c.weight, &out] {
+        t.free(cu);
+    }
+    msg + &format!(" [{}]", launches.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>().join(","))
+}
+
+// ------------------------------------------------------------------ backward
+
+fn check_bwd(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType) -> String {
+    let mut c = build_conv(cu, o);
+    c.set_states_any(o.init || dfinal);
+    let k = c.k();
+    let mut rng = Rng(o.seed.wrapping_add(77) | 1);
+    let (st, off) = strides_for([c.b, c.d, c.l], o.lay);
+    let dout = T3::new(cu, c.dt, [c.b, c.d, c.l], st, off, || rng.unif());
+    let dx = T3::new(cu, c.dt, [c.b, c.d, c.l], st, off, nan);
+    let dw = T3::new(cu, dw_dt, [c.d, c.w, 1], [c.w as i64 + 2, 1, 0], 0, nan);
+    let db = if dbias && c.bias.is_some() { Some(T3::new(cu, dw_dt, [c.d, 1, 1], [1, 0, 0], 0, nan)) } else { None };
+    let dfin = if dfinal {
+        let (st, off) = strides_for([c.num_slots, c.d, k], Lay::CfPad);
+        Some(T3::new(cu, c.dt, [c.num_slots, c.d, k], st, off, || rng.unif()))
+    } else {
+        None
+    };
+    let dini = if dinit && c.init.is_some() { Some(T3::new(cu, c.dt, [c.num_slots, c.d, k], [(c.d * k) as i64, k as i64, 1], 0, nan)) } else { None };
+    let plan = BwdPlan {
+        inp: conv_inputs(&c),
+        dout: dout.view(),
+        dfinal_states: dfin.as_ref().map(|t| t.view()),
+        dx: dx.view(),
+        dweight: dw.view(),
+        dbias: db.as_ref().map(|t| t.view()),
+        dinitial_states: dini.as_ref().map(|t| t.view()),
+        workspace: None,
+        deterministic: true,
+    };
+    let ws_bytes = bwd_workspace_bytes(&plan, &cu.dev_info);
+    let ws = cu.alloc(ws_bytes + 256);
+    cu.upload(ws, &vec![0xffu8; ws_bytes + 256]); // NaN garbage: never assume a zeroed workspace
+    let launches = bwd_launches(&plan, &cu.dev_info, ws as usize).unwrap();
+    cu.run(&launches);
+
+    // reference
+    let mut want_dx = vec![f64::NAN; dx.host.len()];
+    let mut want_dw = vec![f64::NAN; dw.host.len()];
+    let mut want_db = db.as_ref().map(|t| vec![f64::NAN; t.host.len()]);
+    let mut want_di = dini.as_ref().map(|t| t.host.clone());
+    let mut acc_w = vec![vec![0.0f64; c.w + 1]; c.d];
+    for r in &c.seqs {
+        let len = (r.e - r.s) as i64;
+        for d in 0..c.d {
+            let g: Vec<f64> = (0..len)
+                .map(|t| {
+                    if r.skip || c.id(r, t) < 0 {
+                        0.0
+                    } else {
+                        let dy = dout.at(r.b, d, r.s + t as usize);
+                        if c.silu { dy * silu_d(c.pre(r, d, t)) } else { dy }
+                    }
+                })
+                .collect();
+            let df = |p: i64| -> f64 {
+                match &dfin {
+                    Some(t) if !r.skip && p >= len - k as i64 && c.final_cond(r, p) => t.at(r.slot as usize, d, (p - (len - k as i64)) as usize),
+                    _ => 0.0,
+                }
+            };
+            let dxp = |p: i64| -> f64 {
+                if r.skip {
+                    return 0.0;
+                }
+                let mut a = 0.0;
+                for j in 0..c.w as i64 {
+                    let q = p + k as i64 - j;
+                    if q >= 0 && q < len && q >= p && c.id(r, q) == c.id(r, p) {
+                        a += c.wt(d, j as usize) * g[q as usize];
+                    }
+                }
+                a + df(p)
+            };
+            for p in 0..len {
+                want_dx[dx.idx(r.b, d, r.s + p as usize)] = dxp(p);
+            }
+            if let (Some(wd), Some(t)) = (want_di.as_mut(), dini.as_ref()) {
+                if !r.skip {
+                    for j in 0..k {
+                        wd[t.idx(r.slot as usize, d, j)] = if r.init { dxp(j as i64 - k as i64) } else { 0.0 };
+                    }
+                }
+            }
+            if !r.skip {
+                for t in 0..len {
+                    for j in 0..c.w as i64 {
+                        let p = t - k as i64 + j;
+                        if c.id(r, p) == c.id(r, t) {
+                            acc_w[d][j as usize] += g[t as usize] * c.xe(r, d, p);
+                        }
+                    }
+                    acc_w[d][c.w] += g[t as usize];
+                }
+            }
+        }
+    }
+    for d in 0..c.d {
+        for j in 0..c.w {
+            want_dw[dw.idx(d, j, 0)] = acc_w[d][j];
+        }
+        if let (Some(wb), Some(t)) = (want_db.as_mut(), db.as_ref()) {
+            wb[t.idx(d, 0, 0)] = acc_w[d][c.w];
+        }
+    }
+    let mut msg = String::new();
+    let (rel, _) = compare("dx", &dx.read(cu), &want_dx, c.dt, 1.0);
+    msg += &format!("dx {rel:.1e}");
+    // dweight sums many products rounded from 16-bit inputs: judge it at the fp32 accumulation
+    // tolerance scaled by the output dtype
+    let got_dw = dw.read(cu);
+    let (rel, _) = compare("dweight", &got_dw, &want_dw, dw_dt, 4.0);
+    msg += &format!(" dw {rel:.1e}");
+    let got_db = db.as_ref().map(|t| t.read(cu));
+    if let (Some(g), Some(wb)) = (&got_db, &want_db) {
+        let (rel, _) = compare("dbias", g, wb, dw_dt, 4.0);
+        msg += &format!(" db {rel:.1e}");
+    }
+    if let (Some(t), Some(wd)) = (&dini, &want_di) {
+        let (rel, _) = compare("dinitial_states", &t.read(cu), wd, c.dt, 1.0);
+        msg += &format!(" dinit {rel:.1e}");
+    }
+    // determinism: a second run gives the same bits
+    cu.upload(ws, &vec![0x7fu8; ws_bytes + 256]);
+    cu.run(&launches);
+    assert_eq!(dw.read(cu).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), got_dw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "dweight differs between two runs");
+    if let (Some(t), Some(g)) = (&db, &got_db) {
+        assert_eq!(t.read(cu).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "dbias differs between two runs");
+    }
+    unsafe { (cu.mem_free)(ws) };
+    for t in [&c.x, &c.weight, &dout, &dx, &dw] {
+        t.free(cu);
+    }
+    msg + &format!(" ws {ws_bytes} [{}]", launches.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>().join(","))
+}
+
+// ------------------------------------------------------------------ cases
+
+fn random_opts(rng: &mut Rng, seed: u64) -> ConvOpts {
+    let dts = [DType::F32, DType::F16, DType::BF16];
+    let dt = dts[rng.below(3) as usize];
+    let wdt = dts[rng.below(3) as usize];
+    let bdt = if rng.below(3) > 0 { Some(dts[rng.below(3) as usize]) } else { None };
+    let w = 1 + rng.below(8) as usize;
+    let lays = [Lay::Cf, Lay::Cl, Lay::CfPad, Lay::ClPad, Lay::Odd, Lay::CfMis];
+    let lay = lays[rng.below(6) as usize];
+    let ls = [0usize, 1, 2, 3, 5, 7, 9, 64, 100, 257, 1000, 2049, 4100];
+    let l = ls[rng.below(ls.len() as u64) as usize];
+    let d = [1usize, 3, 8, 16, 37, 64, 70, 130][rng.below(8) as usize];
+    let packed = rng.below(4) == 0 && l > 0;
+    let (b, packed_lens, nseq) = if packed {
+        let mut lens = Vec::new();
+        let mut left = l;
+        while left > 0 {
+            let n = if rng.below(4) == 0 { 0 } else { (1 + rng.below(2 * (l as u64 / 3).max(2))) as usize }.min(left);
+            lens.push(n);
+            left -= n;
+        }
+        if rng.coin() {
+            lens.insert(rng.below(lens.len() as u64) as usize, 0);
+        }
+        let n = lens.len();
+        (1, Some(lens), n)
+    } else {
+        (1 + rng.below(3) as usize, None, 0)
+    };
+    let nseq = if packed { nseq } else { b };
+    let init = w > 1 && rng.coin();
+    let use_si = rng.below(3) == 0;
+    let num_slots = nseq + rng.below(3) as usize;
+    let state_idx = if use_si {
+        Some(
+            (0..nseq)
+                .map(|i| match rng.below(6) {
+                    0 => -1,
+                    1 => (num_slots + 2) as i32, // out of range → skipped on the GPU
+                    _ => ((i + 1) % num_slots) as i32,
+                })
+                .collect(),
+        )
+    } else {
+        None
+    };
+    let has_init = if init && rng.coin() { Some(((0..nseq).map(|_| (rng.below(3) != 0) as i32 * 5).collect(), rng.coin())) } else { None };
+    ConvOpts {
+        dt,
+        wdt,
+        bdt,
+        b,
+        d,
+        l,
+        w,
+        silu: rng.coin(),
+        lay,
+        seq_idx: !packed && rng.below(3) == 0,
+        init,
+        packed: packed_lens,
+        state_idx,
+        has_init,
+        num_slots,
+        seed,
+    }
+}
+
+fn describe(o: &ConvOpts) -> String {
+    format!(
+        "{:?} w{:?} b{:?} B{} D{} L{} W{} silu{} {:?} seq{} init{} packed{:?} si{:?} hi{:?} slots{}",
+        o.dt, o.wdt, o.bdt, o.b, o.d, o.l, o.w, o.silu as u8, o.lay, o.seq_idx as u8, o.init as u8, o.packed, o.state_idx, o.has_init, o.num_slots
+    )
+}
+
+fn run_case<F: FnOnce() -> String>(name: &str, f: F) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    match r {
+        Ok(m) => {
+            if verbose() {
+                println!("ok   {name}: {m}");
+            }
+        }
+        Err(e) => {
+            let m = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            panic!("FAILED {name}: {m}");
+        }
+    }
+}
+
+#[test]
+#[ignore]
+fn gpu_fwd_random() {
+    with_gpu(|cu| {
+        let mut rng = Rng(0xC0FFEE);
+        let n: usize = std::env::var("CCV1D_GPUTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+        for i in 0..n {
+            let o = random_opts(&mut rng, i as u64 + 1);
+            let fin = o.w > 1 && rng.coin();
+            let alias = fin && o.init && rng.coin();
+            let name = format!("fwd#{i} {} final{} alias{}", describe(&o), fin as u8, alias as u8);
+            run_case(&name, || check_fwd(cu, &o, fin, alias));
+        }
+    });
+}
+
+#[test]
+#[ignore]
+fn gpu_bwd_random() {
+    with_gpu(|cu| {
+        let mut rng = Rng(0xBADC0DE);
+        let n: usize = std::env::var("CCV1D_GPUTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+        for i in 0..n {
+            let o = random_opts(&mut rng, i as u64 + 1000);
+            let dinit = o.init && rng.coin();
+            let dfinal = o.w > 1 && rng.coin();
+            let dw_dt = if rng.coin() { DType::F32 } else { o.wdt };
+            let name = format!("bwd#{i} {} dinit{} dfinal{} dw{:?}", describe(&o), dinit as u8, dfinal as u8, dw_dt);
+            run_case(&name, || check_bwd(cu, &o, dinit, dfinal, true, dw_dt));
+        }
+    });
+}
+
+fn big(dt: DType, lay: Lay, b: usize, d: usize, l: usize, w: usize) -> ConvOpts {
+    ConvOpts { dt, wdt: DType::F32, bdt: Some(DType::F32), b, d, l, w, silu: true, lay, seq_idx: false, init: false, packed: None, state_idx: None, has_init: None, num_slots: b, seed: 5 }
+}
+
+/// Shapes big enough for several tiles per block and several chunks per row.
+#[test]
+#[ignore]
+fn gpu_large_shapes() {
+    with_gpu(|cu| {
+        for (dt, lay, b, d, l, w) in [
+            (DType::F32, Lay::Cf, 2, 1100, 4096, 4),
+            (DType::BF16, Lay::Cf, 1, 3000, 8200, 4),
+            (DType::BF16, Lay::Cl, 2, 512, 3000, 4),
+            (DType::F16, Lay::Cl, 1, 1000, 9000, 3),
+            (DType::BF16, Lay::Cf, 1, 3, 70000, 8),
+        ] {
+            let o = big(dt, lay, b, d, l, w);
+            let name = describe(&o);
+            run_case(&format!("large fwd {name}"), || check_fwd(cu, &o, false, false));
+            run_case(&format!("large bwd {name}"), || check_bwd(cu, &o, false, false, true, DType::F32));
+        }
+    });
+}
+
+/// Sequence starts, short sequences, aliasing pools, zero lengths.
+#[test]
+#[ignore]
+fn gpu_edge_cases() {
+    with_gpu(|cu| {
+        for dt in [DType::F32, DType::BF16] {
+            for w in [1, 2, 4, 8] {
+                for l in [0usize, 1, 2, 6, 7, 8] {
+                    for lay in [Lay::Cf, Lay::Cl] {
+                        let mut o = big(dt, lay, 2, 9, l, w);
+                        o.init = w > 1;
+                        o.num_slots = 2;
+                        for seq in [false, true] {
+                            o.seq_idx = seq && l > 0;
+                            let name = format!("edge {}", describe(&o));
+                            if w > 1 {
+                                run_case(&format!("{name} fwd alias"), || check_fwd(cu, &o, true, true));
+                                run_case(&format!("{name} fwd"), || check_fwd(cu, &o, true, false));
+                            }
+                            run_case(&format!("{name} bwd"), || check_bwd(cu, &o, true, w > 1, true, DType::BF16));
+                        }
+                    }
+                }
+            }
+        }
+        // varlen: zero-length sequences, skips, out-of-range slots, bool has_initial_state, aliasing pool
+        for (lens, si, hi) in [
+            (vec![5usize, 0, 3, 1, 0, 40], vec![2i32, 0, -1, 1, 3, 9], vec![1i32, 0, 1, 1, 0, 1]),
+            (vec![0, 0, 100], vec![0, 1, 2], vec![0, 1, 1]),
+            (vec![2, 2, 2, 2], vec![3, 2, 1, 0], vec![1, 1, 0, 1]),
+        ] {
+            for lay in [Lay::Cf, Lay::Cl, Lay::Odd] {
+                for as_bool in [false, true] {
+                    let l = lens.iter().sum();
+                    let mut o = big(DType::BF16, lay, 1, 20, l, 4);
+                    o.init = true;
+                    o.num_slots = 4;
+                    o.packed = Some(lens.clone());
+                    o.state_idx = Some(si.clone());
+                    o.has_init = Some((hi.clone(), as_bool));
+                    let name = format!("varlen {}", describe(&o));
+                    run_case(&format!("{name} fwd alias"), || check_fwd(cu, &o, true, true));
+                    run_case(&format!("{name} bwd"), || check_bwd(cu, &o, true, true, true, DType::F32));
+                }
+            }
+        }
+    });
+}
+
+// ------------------------------------------------------------------ update
+
+fn check_update(cu: &Cu, dt: DType, b: usize, d: usize, s: usize, w: usize, sl: usize, cache: bool, csi: bool, inplace: bool, silu: bool, seed: u64) -> String {
+    let mut rng = Rng(seed | 1);
+    let k = w - 1;
+    let nslots = b + 2;
+    let x = T3::new(cu, dt, [b, d, s], [(d * s + 3) as i64, s as i64, 1], 0, || rng.unif());
+    let out = if inplace { None } else { Some(T3::new(cu, dt, [b, d, s], [(d * s) as i64, 1, d as i64], 0, nan)) };
+    let cs = T3::new(cu, dt, [nslots, d, sl], [(d * (sl + 1)) as i64, (sl + 1) as i64, 1], 0, || rng.unif());
+    let weight = T3::new(cu, DType::BF16, [d, w, 1], [w as i64, 1, 0], 0, || rng.unif());
+    let bias = T3::new(cu, DType::F32, [d, 1, 1], [1, 0, 0], 0, || rng.unif());
+    let csl: Vec<i32> = (0..b).map(|_| rng.below(3 * sl as u64 + 5) as i32 - 2).collect();
+    let idx: Vec<i32> = (0..b).map(|i| if i % 3 == 1 { -1 } else { ((i + 1) % nslots) as i32 }).collect();
+    let csl_d = I32::new(cu, csl.clone());
+    let idx_d = I32::new(cu, idx.clone());
+    let outv = out.as_ref().map(|t| t.view()).unwrap_or(x.view());
+    let plan = UpdatePlan {
+        backend: Backend::Gpu,
+        stream: 0,
+        batch: b as i64,
+        dim: d as i64,
+        seqlen: s as i64,
+        width: w as i64,
+        state_len: sl as i64,
+        num_slots: nslots as i64,
+        act: if silu { Act::Silu } else { Act::None },
+        x: x.view(),
+        weight: weight.view(),
+        bias: Some(bias.view()),
+        out: outv,
+        conv_state: cs.view(),
+        cache_seqlens: if cache { Some(csl_d.view(1, 0)) } else { None },
+        conv_state_indices: if csi { Some(idx_d.view(1, 0)) } else { None },
+    };
+    let launches = update_launches(&plan, &cu.dev_info).unwrap();
+    cu.run(&launches);
+    // reference
+    let ot: &T3 = out.as_ref().unwrap_or(&x);
+    let mut want_out = if inplace { x.host.clone() } else { vec![f64::NAN; ot.host.len()] };
+    let mut want_cs = cs.host.clone();
+    for bi in 0..b {
+        let slot = if csi { idx[bi] as i64 } else { bi as i64 };
+        for di in 0..d {
+            if slot < 0 {
+                for si in 0..s {
+                    want_out[ot.idx(bi, di, si)] = 0.0;
+                }
+                continue;
+            }
+            let st: Vec<f64> = (0..sl).map(|j| cs.at(slot as usize, di, j)).collect();
+            let xs: Vec<f64> = (0..s).map(|j| x.at(bi, di, j)).collect();
+            let win: Vec<f64> = if cache {
+                let c = csl[bi] as i64;
+                let prev: Vec<f64> = (0..k).map(|j| st[(c - k as i64 + j as i64).rem_euclid(sl as i64) as usize]).collect();
+                prev.into_iter().chain(xs.iter().cloned()).collect()
+            } else {
+                st[sl - k..].iter().cloned().chain(xs.iter().cloned()).collect()
+            };
+            for si in 0..s {
+                let mut a = bias.at(di, 0, 0);
+                for j in 0..w {
+                    a += weight.at(di, j, 0) * win[si + j];
+                }
+                want_out[ot.idx(bi, di, si)] = if silu { silu_f(a) } else { a };
+            }
+            if cache {
+                let c = csl[bi] as i64;
+                for si in 0..s {
+                    want_cs[cs.idx(slot as usize, di, (c + si as i64).rem_euclid(sl as i64) as usize)] = xs[si];
+                }
+            } else {
+                let full: Vec<f64> = st.iter().cloned().chain(xs.iter().cloned()).collect();
+                for j in 0..sl {
+                    want_cs[cs.idx(slot as usize, di, j)] = full[s + j];
+                }
+            }
+        }
+    }
+    let (r1, _) = compare("update out", &ot.read(cu), &want_out, dt, 1.0);
+    let (r2, _) = compare("conv_state", &cs.read(cu), &want_cs, dt, 1.0);
+    format!("out {r1:.1e} state {r2:.1e}")
+}
+
+fn silu_f(z: f64) -> f64 {
+    silu(z)
+}
+
+#[test]
+#[ignore]
+fn gpu_update() {
+    with_gpu(|cu| {
+        let mut n = 0;
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            for w in 1..=8usize {
+                for (s, extra) in [(1usize, 0usize), (3, 2), (9, 1)] {
+                    for cache in [false, true] {
+                        for inplace in [false, true] {
+                            n += 1;
+                            let sl = w - 1 + extra.max(if w == 1 { 1 } else { 0 });
+                            let name = format!("update {dt:?} W{w} S{s} sl{sl} cache{} inplace{}", cache as u8, inplace as u8);
+                            run_case(&name, || check_update(cu, dt, 5, 130, s, w, sl, cache, n % 2 == 0, inplace, n % 3 == 0, n as u64));
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Every exported name exists in the fatbin.
+#[test]
+#[ignore]
+fn gpu_all_kernels_load() {
+    with_gpu(|cu| {
+        for n in all_kernel_names() {
+            let name = CString::new(n.clone()).unwrap();
+            let mut f = std::ptr::null_mut();
+            cu.check(unsafe { (cu.get_fn)(&mut f, cu.module, name.as_ptr()) }, &format!("cuModuleGetFunction {n}"));
+        }
+    });
+}

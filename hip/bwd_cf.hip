@@ -37,8 +37,8 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
   const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
   const int64_t yrow = b * P.dout_s[0] + d * P.dout_s[1], ys = P.dout_s[2];
   const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1], ds = P.dx_s[2];
-  bool row_ok = true;
-  if (!packed) row_ok = seg_by_index(P, b).valid;
+  const RowCtx rc = row_ctx(P, b);
+  const bool row_ok = rc.g.valid;
 
   float dw[W], db = 0.f;
 #pragma unroll
@@ -51,7 +51,7 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
     if (tid < 2 * KP) {
       const int64_t p = tid < KP ? t0 - KP + tid : t0 + TILE + (tid - KP);
       const int idx = tid < KP ? tid : KP + TILE + (tid - KP);
-      xb[idx] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : 0.f;
+      xb[idx] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : (p < 0 ? row_halo<T>(P, rc, d, p, K) : 0.f);
     }
     float xv[IT][V], gv[IT][V];
 #pragma unroll
@@ -87,7 +87,7 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
           Seg g = seg_of(P, b, tv);
           plain = g.valid && tv - K >= g.s && tv + V + K <= g.e;
         } else {
-          plain = row_ok && tv >= K && tv + V + K <= L;
+          plain = row_ok && (rc.simple || (tv >= K && tv + V + K <= L));
           if (plain && seq) {
             const int64_t id0 = seqid(P, b, tv - K);
             plain = id0 >= 0;
@@ -134,7 +134,21 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
     }
     if (tid < K) {  // right halo: g at t0+TILE+tid (belongs to the next tile; recomputed here)
       const int64_t q = t0 + TILE + tid;
-      gb[TILE + tid] = q < L ? grad_generic<T, W>(P, b, d, q, wa, bias) : 0.f;
+      float gq = 0.f;
+      if (q < L) {
+        if (rc.simple) {
+          if (row_ok) {
+            const float dy = ldf<T>(P.dout, yrow + q * ys);
+            float z = bias;
+#pragma unroll
+            for (int k = 0; k < W; ++k) z += w[k] * xb[KP + TILE + tid - K + k];
+            gq = act_grad(z, dy, silu);
+          }
+        } else {
+          gq = grad_generic<T, W>(P, b, d, q, wa, bias);
+        }
+      }
+      gb[TILE + tid] = gq;
     }
     __syncthreads();
 
@@ -155,6 +169,10 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
 #pragma unroll
         for (int k = 0; k < W; ++k) acc += w[k] * gw[e + K - k];
         o[e] = acc;
+      }
+      if ((f & CCV_F_DFINAL) && tv + V > L - K) {  // simple rows only reach here near the end
+#pragma unroll
+        for (int e = 0; e < V; ++e) o[e] += row_dfinal<T>(P, rc, d, tv + e, K);
       }
       if (vec && tv + V <= L) {
         stv<T>(P.dx, drow + tv, o);

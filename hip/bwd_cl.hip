@@ -54,8 +54,8 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
   const int64_t xb = b * P.x_s[0], xs1 = P.x_s[1], xs2 = P.x_s[2];
   const int64_t yb = b * P.dout_s[0], ys1 = P.dout_s[1], ys2 = P.dout_s[2];
   const int64_t db0 = b * P.dx_s[0], ds1 = P.dx_s[1], ds2 = P.dx_s[2];
-  bool row_ok = true;
-  if (!packed) row_ok = seg_by_index(P, b).valid;
+  const RowCtx rc = row_ctx(P, b);
+  const bool row_ok = rc.g.valid;
 
   float dw[W + 1];  // channel c0 + wc; k = W: dbias
 #pragma unroll
@@ -65,23 +65,7 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TT) {
     // ---- 1. x tile and per-row flags
-    for (int i = tid; i < XROWS * G; i += NT) {
-      const int row = i / G, g2 = i % G;
-      const int64_t p = t0 - K + row, cc = c0 + g2 * V;
-      float xv[V];
-      if (p >= 0 && p < L) {
-        if (vec && cc + V <= D) {
-          ldv<T>(P.x, xb + p * xs2 + cc, xv);
-        } else {
-#pragma unroll
-          for (int e = 0; e < V; ++e) xv[e] = cc + e < D ? ldf<T>(P.x, xb + (cc + e) * xs1 + p * xs2) : 0.f;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) xv[e] = 0.f;
-      }
-      st_sm4<V>(xs4, row * CC + g2 * V, xv);
-    }
+    stage_cl_x<T, XROWS, CC, NT, K>(P, rc, xs4, b, t0, c0, vec);
     for (int i = tid; i < GROWS; i += NT) {
       const int64_t t = t0 + i;
       bool gpl = false, dpl = false;
@@ -91,8 +75,8 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
           gpl = g.valid && t - K >= g.s;
           dpl = g.valid && t + K < g.e;
         } else {
-          gpl = row_ok && t >= K;
-          dpl = row_ok && t + K < L;
+          gpl = row_ok && (rc.simple || t >= K);
+          dpl = row_ok && (rc.simple || t + K < L);
           if (seq && (gpl || dpl)) {
             const int64_t id0 = seqid(P, b, t);
             if (id0 < 0) gpl = dpl = false;
@@ -107,49 +91,71 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
     }
     __syncthreads();
 
-    // ---- 2. g rows (own rows + K right-halo rows)
-#pragma unroll 1
-    for (int i = tid; i < GROWS * G; i += NT) {
-      const int row = i / G;  // i % G == gg
-      const int64_t t = t0 + row;
-      float gv[V];
-      if (t >= L) {
+    // ---- 2. g rows (own rows + K right-halo rows): every dout load first (raw vectors in
+    //         registers, then fp32 into the g buffer), then g computed in place, one row at a time
+    {
+      constexpr int GT = GROWS * G, GI = (GT + NT - 1) / NT;
+      const bool vdy = vec && c + V <= D;
+      if (vdy) {
+        ccv_vec16 raw[GI];
 #pragma unroll
-        for (int v = 0; v < V; ++v) gv[v] = 0.f;
-      } else if (fl[row] & 1) {
-        if (vec && c + V <= D) {
-          ldv<T>(P.dout, yb + t * ys2 + c, gv);
-        } else {
-#pragma unroll
-          for (int v = 0; v < V; ++v) gv[v] = c + v < D ? ldf<T>(P.dout, yb + (c + v) * ys1 + t * ys2) : 0.f;
+        for (int it = 0; it < GI; ++it) {
+          const int i = it * NT + tid, row = i / G;  // i % G == gg
+          if (i < GT && t0 + row < L && (fl[row] & 1)) raw[it] = ccv_ld16((const T*)P.dout + yb + (t0 + row) * ys2 + c);
         }
-        if (silu) {
-          float z[V];
-          ld_sm4<V>((const float4*)wsm, W * CC + gg * V, z);
 #pragma unroll
-          for (int k = 0; k < W; ++k) {
-            float xk[V], wk[V];
-            ld_sm4<V>(xs4, (row + k) * CC + gg * V, xk);
-            ld_sm4<V>((const float4*)wsm, k * CC + gg * V, wk);
-#pragma unroll
-            for (int v = 0; v < V; ++v) z[v] += wk[v] * xk[v];
+        for (int it = 0; it < GI; ++it) {
+          const int i = it * NT + tid, row = i / G;
+          if (i < GT && t0 + row < L && (fl[row] & 1)) {
+            float dyv[V];
+            Tr<T>::unpack(raw[it], dyv);
+            st_sm4<V>(gs4, row * CC + gg * V, dyv);
           }
-#pragma unroll
-          for (int v = 0; v < V; ++v) gv[v] = act_grad(z[v], gv[v], true);
         }
-      } else {  // generic path: written straight to shared memory
-#pragma unroll 1
-        for (int v = 0; v < V; ++v) {
-          float gval = 0.f;
-          if (c + v < D) {
-            const WArr<W> wa = sm_weights<W>(wsm, CC, gg * V + v);
-            gval = grad_generic<T, W>(P, b, c + v, t, wa, wsm[W * CC + gg * V + v]);
-          }
-          gs[row * CC + gg * V + v] = gval;
-        }
-        continue;
       }
-      st_sm4<V>(gs4, row * CC + gg * V, gv);
+#pragma unroll 1
+      for (int i = tid; i < GT; i += NT) {
+        const int row = i / G;
+        const int64_t t = t0 + row;
+        float gv[V];
+        if (t >= L) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) gv[v] = 0.f;
+        } else if (fl[row] & 1) {
+          if (vdy) {
+            ld_sm4<V>(gs4, row * CC + gg * V, gv);
+          } else {
+#pragma unroll
+            for (int v = 0; v < V; ++v) gv[v] = c + v < D ? ldf<T>(P.dout, yb + (c + v) * ys1 + t * ys2) : 0.f;
+          }
+          if (silu) {
+            float z[V];
+            ld_sm4<V>((const float4*)wsm, W * CC + gg * V, z);
+#pragma unroll
+            for (int k = 0; k < W; ++k) {
+              float xk[V], wk[V];
+              ld_sm4<V>(xs4, (row + k) * CC + gg * V, xk);
+              ld_sm4<V>((const float4*)wsm, k * CC + gg * V, wk);
+#pragma unroll
+              for (int v = 0; v < V; ++v) z[v] += wk[v] * xk[v];
+            }
+#pragma unroll
+            for (int v = 0; v < V; ++v) gv[v] = act_grad(z[v], gv[v], true);
+          }
+        } else {  // generic path, straight into shared memory
+#pragma unroll 1
+          for (int v = 0; v < V; ++v) {
+            float gval = 0.f;
+            if (c + v < D) {
+              const WArr<W> wa = sm_weights<W>(wsm, CC, gg * V + v);
+              gval = grad_generic<T, W>(P, b, c + v, t, wa, wsm[W * CC + gg * V + v]);
+            }
+            gs[row * CC + gg * V + v] = gval;
+          }
+          continue;
+        }
+        st_sm4<V>(gs4, row * CC + gg * V, gv);
+      }
     }
     __syncthreads();
 
@@ -171,6 +177,11 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
         ld_sm4<V>((const float4*)wsm, k * CC + gg * V, wk);
 #pragma unroll
         for (int v = 0; v < V; ++v) o[v] += wk[v] * gk[v];
+      }
+      if ((f & CCV_F_DFINAL) && t >= L - K) {  // simple rows only reach here near the end
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          if (c + v < D) o[v] += row_dfinal<T>(P, rc, c + v, t, K);
       }
       if (vec && c + V <= D) {
         stv<T>(P.dx, db0 + t * ds2 + c, o);

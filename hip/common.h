@@ -167,6 +167,37 @@ CCV_DEV Seg seg_of(const ccv_params& P, int64_t b, int64_t t) {
   return g;
 }
 
+// Rows mode without seq_idx: every token is on the plain path; the K positions before the row
+// start read the initial state (or 0) from the halo, and dfinal is added to the last K dx.
+struct RowCtx {
+  Seg g;        // the row's sequence (valid = not skipped)
+  bool simple;  // rows mode, no seq_idx
+};
+CCV_DEV RowCtx row_ctx(const ccv_params& P, int64_t b) {
+  RowCtx r;
+  const bool packed = P.flags & CCV_F_PACKED;
+  if (!packed) {
+    r.g = seg_by_index(P, b);
+  } else {
+    r.g.s = r.g.e = 0; r.g.i = 0; r.g.slot = -1; r.g.valid = true; r.g.init = false;
+  }
+  r.simple = !packed && !(P.flags & CCV_F_SEQ_IDX);
+  return r;
+}
+// value of x at position p < 0 of a simple row (the initial state, or 0)
+template <typename T>
+CCV_DEV float row_halo(const ccv_params& P, const RowCtx& r, int64_t d, int64_t p, int K) {
+  if (!r.simple || !r.g.init || p < -K) return 0.f;
+  return ldf<T>(P.init, r.g.slot * P.init_s[0] + d * P.init_s[1] + (p + K) * P.init_s[2]);
+}
+// dfinal term of a simple row at position p (0 unless p in [L-K, L) and dfinal given)
+template <typename T>
+CCV_DEV float row_dfinal(const ccv_params& P, const RowCtx& r, int64_t d, int64_t p, int K) {
+  const int64_t j = p - (P.seqlen - K);
+  if (!(P.flags & CCV_F_DFINAL) || j < 0 || j >= K || p < 0) return 0.f;
+  return ldf<T>(P.dfinal, r.g.slot * P.dfinal_s[0] + d * P.dfinal_s[1] + j * P.dfinal_s[2]);
+}
+
 // ------------------------------------------------------------------ generic per-element math
 // Offsets
 CCV_DEV int64_t xoff(const ccv_params& P, int64_t b, int64_t d, int64_t t) { return b * P.x_s[0] + d * P.x_s[1] + t * P.x_s[2]; }
@@ -285,6 +316,52 @@ template <int W> CCV_DEV WArr<W> sm_weights(const float* wsm, int cc, int ch) {
 #pragma unroll
   for (int k = 0; k < W; ++k) r.w[k] = wsm[k * cc + ch];
   return r;
+}
+
+// Channel-last staging: x rows [t0-K, t0-K+ROWS) x channels [c0, c0+CC) of batch row b into
+// shared memory (fp32, row-major [ROWS][CC]). Interior tiles (all rows inside [0, L), all channels
+// below D, vector path allowed) issue every 16-byte load of the thread before the first
+// shared-memory store (raw vectors in registers); edge tiles take a scalar-capable loop.
+template <typename T, int ROWS, int CC, int NT, int K>
+CCV_DEV void stage_cl_x(const ccv_params& P, const RowCtx& rc, float4* xs4, int64_t b, int64_t t0, int64_t c0, bool vec) {
+  constexpr int V = Tr<T>::V, G = CC / V, LT = ROWS * G, LI = (LT + NT - 1) / NT;
+  const int64_t L = P.seqlen, D = P.dim, xb = b * P.x_s[0], xs1 = P.x_s[1], xs2 = P.x_s[2];
+  if (vec && c0 + CC <= D && t0 - K >= 0 && t0 - K + ROWS <= L) {
+    ccv_vec16 raw[LI];
+    const T* base = (const T*)P.x + xb + (t0 - K) * xs2 + c0;
+#pragma unroll
+    for (int it = 0; it < LI; ++it) {
+      const int i = it * NT + threadIdx.x;
+      if (i < LT) raw[it] = ccv_ld16(base + (int64_t)(i / G) * xs2 + (i % G) * V);
+    }
+#pragma unroll
+    for (int it = 0; it < LI; ++it) {
+      const int i = it * NT + threadIdx.x;
+      if (i < LT) {
+        float xv[V];
+        Tr<T>::unpack(raw[it], xv);
+        st_sm4<V>(xs4, (i / G) * CC + (i % G) * V, xv);
+      }
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < LT; i += NT) {
+    const int row = i / G, g2 = i % G;
+    const int64_t p = t0 - K + row, cc = c0 + g2 * V;
+    float xv[V];
+    if (p >= 0 && p < L) {
+      if (vec && cc + V <= D) {
+        ldv<T>(P.x, xb + p * xs2 + cc, xv);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) xv[e] = cc + e < D ? ldf<T>(P.x, xb + (cc + e) * xs1 + p * xs2) : 0.f;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) xv[e] = (p < 0 && cc + e < D) ? row_halo<T>(P, rc, cc + e, p, K) : 0.f;
+    }
+    st_sm4<V>(xs4, row * CC + g2 * V, xv);
+  }
 }
 
 // ------------------------------------------------------------------ block helpers

@@ -71,10 +71,15 @@ __device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {
 // Block-size bound: on AMD it lets the compiler use more than the 1024-thread default budget of
 // VGPRs; on NVIDIA ptxas reads a bare maxThreads bound as "maximise occupancy" and spills to local
 // memory at 32-64 registers, so it is left out there (128-thread blocks can use up to 255).
+// CCV_LAUNCH_BOUNDS_MIN(n, b) adds a minimum of b resident blocks per multiprocessor on NVIDIA
+// (a register cap of 65536 / (n * b)), for kernels whose unrolled shared-memory reads would
+// otherwise take most of the register file.
 #if defined(CCV_CUDA)
 #define CCV_LAUNCH_BOUNDS(n)
+#define CCV_LAUNCH_BOUNDS_MIN(n, b) __launch_bounds__(n, b)
 #else
 #define CCV_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define CCV_LAUNCH_BOUNDS_MIN(n, b) __launch_bounds__(n)
 #endif
 
 // The kernel parameter struct is passed by value and read through a const reference: on CUDA

@@ -31,15 +31,15 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
   const float* w = wa.w;
   const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
   const int64_t orow = b * P.out_s[0] + d * P.out_s[1], os = P.out_s[2];
-  bool row_ok = true;
-  if (!packed) row_ok = seg_by_index(P, b).valid;
+  const RowCtx rc = row_ctx(P, b);
+  const bool row_ok = rc.g.valid;
 
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TILE) {
     if (tid < KP) {
       int64_t p = t0 - KP + tid;
-      xb[tid] = p >= 0 ? ldf<T>(P.x, xrow + p * xs) : 0.f;
+      xb[tid] = p >= 0 ? ldf<T>(P.x, xrow + p * xs) : row_halo<T>(P, rc, d, p, K);
     }
     float xv[IT][V];
 #pragma unroll
@@ -65,7 +65,7 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
         Seg g = seg_of(P, b, tv);
         plain = g.valid && tv - K >= g.s && tv + V <= g.e;
       } else {
-        bool pl = row_ok && tv >= K;
+        bool pl = row_ok && (rc.simple || tv >= K);
         if (pl && seq) {
           const int64_t id0 = seqid(P, b, tv - K);
           pl = id0 >= 0;

@@ -44,29 +44,13 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   }
   const int64_t xb = b * P.x_s[0], xs1 = P.x_s[1], xs2 = P.x_s[2];
   const int64_t ob = b * P.out_s[0], os1 = P.out_s[1], os2 = P.out_s[2];
-  bool row_ok = true;
-  if (!packed) row_ok = seg_by_index(P, b).valid;
+  const RowCtx rc = row_ctx(P, b);
+  const bool row_ok = rc.g.valid;
 
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TT) {
-    for (int i = tid; i < ROWS * G; i += NT) {
-      const int row = i / G, g2 = i % G;
-      const int64_t p = t0 - K + row, cc = c0 + g2 * V;
-      float xv[V];
-      if (p >= 0 && p < L) {
-        if (vec && cc + V <= D) {
-          ldv<T>(P.x, xb + p * xs2 + cc, xv);
-        } else {
-#pragma unroll
-          for (int e = 0; e < V; ++e) xv[e] = cc + e < D ? ldf<T>(P.x, xb + (cc + e) * xs1 + p * xs2) : 0.f;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) xv[e] = 0.f;
-      }
-      st_sm4<V>(xs4, row * CC + g2 * V, xv);
-    }
+    stage_cl_x<T, ROWS, CC, NT, K>(P, rc, xs4, b, t0, c0, vec);
     if (tid < TT) {
       const int64_t t = t0 + tid;
       bool plain = false;
@@ -75,7 +59,7 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
           Seg g = seg_of(P, b, t);
           plain = g.valid && t - K >= g.s;
         } else {
-          plain = row_ok && t >= K;
+          plain = row_ok && (rc.simple || t >= K);
           if (plain && seq) {
             const int64_t id0 = seqid(P, b, t);
             plain = id0 >= 0;

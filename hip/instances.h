@@ -18,7 +18,7 @@
 
 // families templated on <T, W>: block size CCV_NT_<family>
 #define CCV_INST_W(FAM, DN, T, W)                                                              \
-  CCV_EXTERN_KERNEL void CCV_LAUNCH_BOUNDS(CCV_NT_##FAM) ccv1d_##FAM##_##DN##_w##W(CCV_GRID_CONST ccv_params P) { \
+  CCV_EXTERN_KERNEL void CCV_LB_##FAM ccv1d_##FAM##_##DN##_w##W(CCV_GRID_CONST ccv_params P) { \
     FAM##_body<T, W>(P);                                                                        \
   }
 #define CCV_INST_DT_W(FAM, DN, T) CCV_FOR_WIDTHS(CCV_INST_W, FAM, DN, T)
@@ -40,6 +40,14 @@
 #define CCV_NT_fwd_states 128
 #define CCV_NT_bwd_states 128
 #define CCV_NT_bwd_reduce 256
+// Launch bounds of the <T, W> families. The channel-last kernels ask NVIDIA for a minimum of
+// resident blocks (a register cap: 3 blocks = 168, 2 blocks = 255 registers) without spilling;
+// the others are left to ptxas (measured: a cap made the channel-first kernels slower).
+#define CCV_LB_fwd_cf CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cf)
+#define CCV_LB_fwd_cl CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, 3)
+#define CCV_LB_bwd_cf CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cf)
+#define CCV_LB_bwd_cl CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 2)
+#define CCV_LB_update CCV_LAUNCH_BOUNDS(CCV_NT_update)
 
 // Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).
 // channel-first: a tile is NT threads x ITEMS vectors of 16 bytes along L

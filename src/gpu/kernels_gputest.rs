@@ -1063,3 +1063,111 @@ fn gpu_all_kernels_load() {
         }
     });
 }
+
+// ------------------------------------------------------------------ timing (not a check)
+
+/// Times forward/backward at the DESIGN.md shapes against a device-to-device copy of the same
+/// bytes. Prints only. `CCV1D_GPUTEST_BENCH=1` to run (inside `--ignored`).
+#[test]
+#[ignore]
+fn gpu_bench() {
+    if std::env::var("CCV1D_GPUTEST_BENCH").is_err() {
+        return;
+    }
+    with_gpu(|cu| unsafe {
+        let lib = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW);
+        let ev_create: unsafe extern "C" fn(*mut *mut c_void, u32) -> i32 = sym(lib, "cuEventCreate");
+        let ev_record: unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32 = sym(lib, "cuEventRecord");
+        let ev_sync: unsafe extern "C" fn(*mut c_void) -> i32 = sym(lib, "cuEventSynchronize");
+        let ev_elapsed: unsafe extern "C" fn(*mut f32, *mut c_void, *mut c_void) -> i32 = sym(lib, "cuEventElapsedTime_v2");
+        let dtod: unsafe extern "C" fn(u64, u64, usize) -> i32 = sym(lib, "cuMemcpyDtoD_v2");
+        let get_fn = cu.get_fn;
+        let launch = cu.launch;
+        let (mut e0, mut e1) = (std::ptr::null_mut(), std::ptr::null_mut());
+        ev_create(&mut e0, 0);
+        ev_create(&mut e1, 0);
+        let time = |f: &mut dyn FnMut()| -> f64 {
+            for _ in 0..3 {
+                f();
+            }
+            let reps = 20;
+            ev_record(e0, std::ptr::null_mut());
+            for _ in 0..reps {
+                f();
+            }
+            ev_record(e1, std::ptr::null_mut());
+            ev_sync(e1);
+            let mut ms = 0f32;
+            ev_elapsed(&mut ms, e0, e1);
+            ms as f64 * 1e3 / reps as f64
+        };
+        let run_async = |ls: &[Launch]| {
+            for l in ls {
+                let name = CString::new(l.kernel.clone()).unwrap();
+                let mut f = std::ptr::null_mut();
+                get_fn(&mut f, cu.module, name.as_ptr());
+                let mut params = l.params.clone();
+                let mut args = [params.as_mut_ptr() as *mut c_void];
+                launch(f, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], 0, std::ptr::null_mut(), args.as_mut_ptr(), std::ptr::null_mut());
+            }
+        };
+        println!("{:<44} {:>9} {:>9} {:>9} {:>7} {:>9} {:>7}", "shape", "copy µs", "fwd µs", "fwd %", "", "bwd µs", "bwd %");
+        for (dt, lay, b, d, l, w, silu) in [
+            (DType::BF16, Lay::Cf, 4, 5376, 4096, 4, true),
+            (DType::BF16, Lay::Cf, 4, 256, 4096, 4, true),
+            (DType::BF16, Lay::Cl, 4, 5376, 4096, 4, true),
+            (DType::BF16, Lay::Cl, 8, 2048, 1024, 4, true),
+            (DType::BF16, Lay::Cl, 8, 2048, 1024, 4, false),
+            (DType::F32, Lay::Cf, 4, 2048, 4096, 4, true),
+            (DType::BF16, Lay::Cf, 1, 64, 128, 4, true),
+        ] {
+            let mut o = big(dt, lay, b, d, l, w);
+            o.silu = silu;
+            let c = build_conv(cu, &o);
+            let (st, off) = strides_for([b, d, l], lay);
+            let out = T3::new(cu, dt, [b, d, l], st, off, || 0.0);
+            let dout = T3::new(cu, dt, [b, d, l], st, off, || 0.5);
+            let dx = T3::new(cu, dt, [b, d, l], st, off, || 0.0);
+            let dw = T3::new(cu, DType::F32, [d, w, 1], [w as i64, 1, 0], 0, || 0.0);
+            let dbt = T3::new(cu, DType::F32, [d, 1, 1], [1, 0, 0], 0, || 0.0);
+            let bytes = b * d * l * dt.size();
+            let fp = FwdPlan { inp: conv_inputs(&c), out: out.view(), final_states: None };
+            let fl = fwd_launches(&fp, &cu.dev_info).unwrap();
+            let bp = BwdPlan {
+                inp: conv_inputs(&c),
+                dout: dout.view(),
+                dfinal_states: None,
+                dx: dx.view(),
+                dweight: dw.view(),
+                dbias: Some(dbt.view()),
+                dinitial_states: None,
+                workspace: None,
+                deterministic: true,
+            };
+            let wsb = bwd_workspace_bytes(&bp, &cu.dev_info);
+            let ws = cu.alloc(wsb + 256);
+            let bl = bwd_launches(&bp, &cu.dev_info, ws as usize).unwrap();
+            let copy = time(&mut || {
+                dtod(out.dev, c.x.dev, bytes);
+            });
+            let tf = time(&mut || run_async(&fl));
+            let tb = time(&mut || run_async(&bl));
+            cu.check((cu.sync)(), "bench");
+            // fwd moves 2 tensors (= one copy), bwd moves 3 (1.5 copies)
+            println!(
+                "{:<44} {:>9.1} {:>9.1} {:>8.0}% {:>7} {:>9.1} {:>6.0}%",
+                format!("{dt:?} {lay:?} {b}x{d}x{l} W{w} silu{}", silu as u8),
+                copy,
+                tf,
+                100.0 * copy / tf,
+                "",
+                tb,
+                100.0 * 1.5 * copy / tb
+            );
+            (cu.mem_free)(ws);
+            for t in [&c.x, &c.weight, &out, &dout, &dx, &dw, &dbt] {
+                t.free(cu);
+            }
+        }
+    });
+}

@@ -1,26 +1,25 @@
 // Backward, channel-last. Block = (batch row b, chunk, tile of CL_CC channels); it walks its
-// chunk in tiles of CL_TT tokens. Per tile:
-//   1. x rows [t0-K, t0+TT+K) staged in shared memory (16-byte loads along channels);
-//   2. g rows [t0, t0+TT+K) = dout (16-byte loads) * act'(pre) (pre recomputed from the staged
-//      x), kept in shared memory;
-//   3. dx for the own rows: sum_k w[k] g(t+K-k) (+ dfinal term), 16-byte stores; then the
-//      dweight/dbias partials: thread (channel, half of the rows) slides over the staged g and x
-//      (two scalar shared-memory reads per element, bank-conflict free) into W+1 registers.
-// At the end the two halves are added in a fixed order and written to
+// chunk in tiles of CL_TT tokens. Per tile (thread = (channel, half of the rows)):
+//   1. x rows [t0-K, t0+TT+K) and dout rows [t0, t0+TT+K) staged in shared memory (fp32, 16-byte
+//      loads along channels);
+//   2. g = dout * act'(pre) in place over the dout tile, pre from a sliding window over x;
+//   3. dweight/dbias partials: g(t) * x(t-K+k) with a sliding window, W+1 registers per thread;
+//   4. dx = sum_k w[k] g(t+K-k) (+ dfinal term) with a sliding window over g, into the (now
+//      free) x tile, then written with 16-byte stores along channels.
+// Tokens whose window leaves their sequence take the generic per-element path. At the end the two
+// row halves of a channel are added in a fixed order and written to
 // ws[(b*n_chunks + chunk), c, 0..W] (bwd_reduce in misc.hip sums the partials in a fixed order).
 #include "instances.h"
 
 template <typename T, int W>
 CCV_DEV void bwd_cl_body(const ccv_params& P) {
-  constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
-  constexpr int G = CC / V, RP = NT / G, R = TT / RP;
+  constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
   constexpr int XROWS = TT + 2 * K, GROWS = TT + K;
-  constexpr int NH = NT / CC, HR = TT / NH;  // dweight pass: NH row groups of HR rows per channel
-  static_assert(NT % G == 0 && TT % RP == 0 && R <= 32, "tile shape");
-  static_assert(NT % CC == 0 && TT % NH == 0, "dweight pass shape");
-  __shared__ float4 xs4[XROWS * CC / 4];  // x rows [t0-K, t0+TT+K)
-  __shared__ float4 gs4[GROWS * CC / 4];  // g rows [t0, t0+TT+K)
-  __shared__ float wsm[W * CC + CC];      // weights [k][channel], then bias [channel]
+  constexpr int NH = NT / CC, HT = TT / NH, HG = (GROWS + NH - 1) / NH;
+  static_assert(NT % CC == 0 && TT % NH == 0, "tile shape");
+  static_assert(NH * CC * (W + 1) <= XROWS * CC, "reduction scratch fits in the x tile");
+  __shared__ float4 xs4[XROWS * CC / 4];  // x rows [t0-K, t0+TT+K); later dx rows [t0, t0+TT)
+  __shared__ float4 gs4[GROWS * CC / 4];  // dout, then g, rows [t0, t0+TT+K)
   __shared__ unsigned char fl[GROWS];     // bit 0: g path plain, bit 1: dx path plain
   float* xs = (float*)xs4;
   float* gs = (float*)gs4;
@@ -34,38 +33,31 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
   const int f = P.flags;
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int64_t L = P.seqlen, D = P.dim;
-  const int tid = threadIdx.x, gg = tid % G, rr = tid / G;
-  const int64_t c0 = ct * CC, c = c0 + gg * V;
-  // dweight pass mapping
-  const int wc = tid % CC, wh = tid / CC;
+  const int tid = threadIdx.x, cl = tid % CC, h = tid / CC;
+  const int64_t c0 = ct * CC, c = c0 + cl;
+  const bool cok = c < D;
 
-  for (int i = tid; i < CC; i += NT) {
-    float wt[W], bt = 0.f;
-    if (c0 + i < D) {
-      load_weights<W>(P, c0 + i, wt, bt);
-    } else {
+  WArr<W> wa;
+  float bias = 0.f;
+  if (cok) {
+    load_weights<W>(P, c, wa.w, bias);
+  } else {
 #pragma unroll
-      for (int k = 0; k < W; ++k) wt[k] = 0.f;
-    }
-#pragma unroll
-    for (int k = 0; k < W; ++k) wsm[k * CC + i] = wt[k];
-    wsm[W * CC + i] = bt;
+    for (int k = 0; k < W; ++k) wa.w[k] = 0.f;
   }
-  const int64_t xb = b * P.x_s[0], xs1 = P.x_s[1], xs2 = P.x_s[2];
-  const int64_t yb = b * P.dout_s[0], ys1 = P.dout_s[1], ys2 = P.dout_s[2];
-  const int64_t db0 = b * P.dx_s[0], ds1 = P.dx_s[1], ds2 = P.dx_s[2];
   const RowCtx rc = row_ctx(P, b);
   const bool row_ok = rc.g.valid;
 
-  float dw[W + 1];  // channel c0 + wc; k = W: dbias
+  float dw[W + 1];  // channel c; k = W: dbias
 #pragma unroll
   for (int k = 0; k <= W; ++k) dw[k] = 0.f;
 
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TT) {
-    // ---- 1. x tile and per-row flags
-    stage_cl_x<T, XROWS, CC, NT, K>(P, rc, xs4, b, t0, c0, vec);
+    // ---- 1. staging and per-row flags
+    stage_cl<T, XROWS, CC, NT, K>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
+    stage_cl<T, GROWS, CC, NT, K>(P, P.dout, P.dout_s, false, rc, gs4, b, t0, c0, vec);
     for (int i = tid; i < GROWS; i += NT) {
       const int64_t t = t0 + i;
       bool gpl = false, dpl = false;
@@ -91,151 +83,107 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
     }
     __syncthreads();
 
-    // ---- 2. g rows (own rows + K right-halo rows): every dout load first (raw vectors in
-    //         registers, then fp32 into the g buffer), then g computed in place, one row at a time
+    // ---- 2. g in place over the dout rows [h*HG, min(GROWS, h*HG+HG)): x rows r .. r+K
     {
-      constexpr int GT = GROWS * G, GI = (GT + NT - 1) / NT;
-      const bool vdy = vec && c + V <= D;
-      if (vdy) {
-        ccv_vec16 raw[GI];
+      const int rb = h * HG, re = min(GROWS, rb + HG);
+      bool any_slow = false;
+      if (silu) {
+        float win[W];
 #pragma unroll
-        for (int it = 0; it < GI; ++it) {
-          const int i = it * NT + tid, row = i / G;  // i % G == gg
-          if (i < GT && t0 + row < L && (fl[row] & 1)) raw[it] = ccv_ld16((const T*)P.dout + yb + (t0 + row) * ys2 + c);
-        }
+        for (int k = 0; k < K; ++k) win[k + 1] = xs[(rb + k) * CC + cl];
+#pragma unroll 4
+        for (int r = rb; r < re; ++r) {
 #pragma unroll
-        for (int it = 0; it < GI; ++it) {
-          const int i = it * NT + tid, row = i / G;
-          if (i < GT && t0 + row < L && (fl[row] & 1)) {
-            float dyv[V];
-            Tr<T>::unpack(raw[it], dyv);
-            st_sm4<V>(gs4, row * CC + gg * V, dyv);
-          }
+          for (int k = 0; k < K; ++k) win[k] = win[k + 1];
+          win[K] = xs[(r + K) * CC + cl];
+          float z = bias;
+#pragma unroll
+          for (int k = 0; k < W; ++k) z += wa.w[k] * win[k];
+          const float dy = gs[r * CC + cl];  // 0 past L
+          gs[r * CC + cl] = act_grad(z, dy, true);
+          any_slow |= !(fl[r] & 1) && t0 + r < L;
         }
+      } else {
+        for (int r = rb; r < re; ++r) any_slow |= !(fl[r] & 1) && t0 + r < L;
       }
+      if (any_slow) {
 #pragma unroll 1
-      for (int i = tid; i < GT; i += NT) {
-        const int row = i / G;
-        const int64_t t = t0 + row;
-        float gv[V];
-        if (t >= L) {
-#pragma unroll
-          for (int v = 0; v < V; ++v) gv[v] = 0.f;
-        } else if (fl[row] & 1) {
-          if (vdy) {
-            ld_sm4<V>(gs4, row * CC + gg * V, gv);
-          } else {
-#pragma unroll
-            for (int v = 0; v < V; ++v) gv[v] = c + v < D ? ldf<T>(P.dout, yb + (c + v) * ys1 + t * ys2) : 0.f;
-          }
-          if (silu) {
-            float z[V];
-            ld_sm4<V>((const float4*)wsm, W * CC + gg * V, z);
-#pragma unroll
-            for (int k = 0; k < W; ++k) {
-              float xk[V], wk[V];
-              ld_sm4<V>(xs4, (row + k) * CC + gg * V, xk);
-              ld_sm4<V>((const float4*)wsm, k * CC + gg * V, wk);
-#pragma unroll
-              for (int v = 0; v < V; ++v) z[v] += wk[v] * xk[v];
-            }
-#pragma unroll
-            for (int v = 0; v < V; ++v) gv[v] = act_grad(z[v], gv[v], true);
-          }
-        } else {  // generic path, straight into shared memory
-#pragma unroll 1
-          for (int v = 0; v < V; ++v) {
-            float gval = 0.f;
-            if (c + v < D) {
-              const WArr<W> wa = sm_weights<W>(wsm, CC, gg * V + v);
-              gval = grad_generic<T, W>(P, b, c + v, t, wa, wsm[W * CC + gg * V + v]);
-            }
-            gs[row * CC + gg * V + v] = gval;
-          }
-          continue;
-        }
-        st_sm4<V>(gs4, row * CC + gg * V, gv);
+        for (int r = rb; r < re; ++r)
+          if (!(fl[r] & 1) && t0 + r < L) gs[r * CC + cl] = cok ? grad_generic<T, W>(P, b, c, t0 + r, wa, bias) : 0.f;
       }
     }
     __syncthreads();
 
-    // ---- 3a. dx for the own rows
-    uint32_t slow = 0;
-#pragma unroll 1
-    for (int e = 0; e < R; ++e) {
-      const int row = rr * R + e;
-      const int64_t t = t0 + row;
-      if (t >= L) break;
-      if (!(fl[row] & 2)) { slow |= 1u << e; continue; }
-      float o[V];
-#pragma unroll
-      for (int v = 0; v < V; ++v) o[v] = 0.f;
-#pragma unroll
-      for (int k = 0; k < W; ++k) {
-        float gk[V], wk[V];
-        ld_sm4<V>(gs4, (row + K - k) * CC + gg * V, gk);
-        ld_sm4<V>((const float4*)wsm, k * CC + gg * V, wk);
-#pragma unroll
-        for (int v = 0; v < V; ++v) o[v] += wk[v] * gk[v];
-      }
-      if ((f & CCV_F_DFINAL) && t >= L - K) {  // simple rows only reach here near the end
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          if (c + v < D) o[v] += row_dfinal<T>(P, rc, c + v, t, K);
-      }
-      if (vec && c + V <= D) {
-        stv<T>(P.dx, db0 + t * ds2 + c, o);
-      } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          if (c + v < D) stf<T>(P.dx, db0 + (c + v) * ds1 + t * ds2, o[v]);
-      }
-    }
-    if (slow) {
-#pragma unroll 1
-      for (int e = 0; e < R; ++e) {
-        if (!(slow & (1u << e))) continue;
-        const int64_t t = t0 + rr * R + e;
-#pragma unroll 1
-        for (int v = 0; v < V; ++v) {
-          if (c + v >= D) break;
-          const WArr<W> wa = sm_weights<W>(wsm, CC, gg * V + v);
-          stf<T>(P.dx, db0 + (c + v) * ds1 + t * ds2, dx_generic<T, W>(P, b, c + v, t, wa, gs + gg * V + v, t0, CC));
-        }
-      }
-    }
-
-    // ---- 3b. dweight/dbias partials: channel c0+wc, rows [wh*HR, wh*HR + HR)
-    if (c0 + wc < D) {
+    // ---- 3. dweight/dbias partials over the own rows [h*HT, h*HT+HT)
+    const int rb = h * HT;
+    {
       float xw[W];
 #pragma unroll
-      for (int k = 0; k < K; ++k) xw[k + 1] = xs[(wh * HR + k) * CC + wc];
-#pragma unroll 1
-      for (int r = wh * HR; r < wh * HR + HR; ++r) {
-        if (t0 + r >= L) break;
+      for (int k = 0; k < K; ++k) xw[k + 1] = xs[(rb + k) * CC + cl];
+      bool any_slow = false;
+#pragma unroll 4
+      for (int r = rb; r < rb + HT; ++r) {
 #pragma unroll
         for (int k = 0; k < K; ++k) xw[k] = xw[k + 1];
-        xw[K] = xs[(r + K) * CC + wc];
-        const float gr = gs[r * CC + wc];
+        xw[K] = xs[(r + K) * CC + cl];
         if (fl[r] & 1) {
+          const float gr = gs[r * CC + cl];
 #pragma unroll
           for (int k = 0; k < W; ++k) dw[k] += gr * xw[k];
           dw[W] += gr;
-        } else if (gr != 0.f) {
-          const WArr<W> tp = taps_generic<T, W>(P, b, c0 + wc, t0 + r);
+        } else {
+          any_slow |= t0 + r < L;
+        }
+      }
+      if (any_slow && cok) {
+#pragma unroll 1
+        for (int r = rb; r < rb + HT; ++r) {
+          const float gr = gs[r * CC + cl];
+          if ((fl[r] & 1) || t0 + r >= L || gr == 0.f) continue;
+          const WArr<W> tp = taps_generic<T, W>(P, b, c, t0 + r);
 #pragma unroll
           for (int k = 0; k < W; ++k) dw[k] += gr * tp.w[k];
           dw[W] += gr;
         }
       }
     }
+    __syncthreads();  // x tile no longer needed: dx goes there
+
+    // ---- 4. dx over the own rows: g rows r .. r+K
+    {
+      float gw[W];
+#pragma unroll
+      for (int k = 0; k < K; ++k) gw[k] = gs[(rb + k) * CC + cl];
+      bool any_slow = false;
+      const bool dfin = (f & CCV_F_DFINAL) && rc.simple;
+#pragma unroll 4
+      for (int r = rb; r < rb + HT; ++r) {
+        gw[K] = gs[(r + K) * CC + cl];
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < W; ++k) acc += wa.w[k] * gw[K - k];
+#pragma unroll
+        for (int k = 0; k < K; ++k) gw[k] = gw[k + 1];
+        const int64_t t = t0 + r;
+        if (dfin && t >= L - K && t < L && cok) acc += row_dfinal<T>(P, rc, c, t, K);
+        xs[r * CC + cl] = acc;
+        any_slow |= !(fl[r] & 2) && t < L;
+      }
+      if (any_slow && cok) {
+#pragma unroll 1
+        for (int r = rb; r < rb + HT; ++r)
+          if (!(fl[r] & 2) && t0 + r < L) xs[r * CC + cl] = dx_generic<T, W>(P, b, c, t0 + r, wa, gs + cl, t0, CC);
+      }
+    }
+    __syncthreads();
+    store_cl<T, TT, CC, NT>(P, P.dx, P.dx_s, xs4, b, t0, c0, vec);
     __syncthreads();
   }
 
   // ---- partials: the NH row groups of a channel are added in order
   float* red = xs;  // [NH][CC][W+1]
 #pragma unroll
-  for (int k = 0; k <= W; ++k) red[(wh * CC + wc) * (W + 1) + k] = dw[k];
+  for (int k = 0; k <= W; ++k) red[(h * CC + cl) * (W + 1) + k] = dw[k];
   __syncthreads();
   float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * D + c0) * (W + 1);
   for (int i = tid; i < CC * (W + 1); i += NT) {

@@ -6,6 +6,11 @@
 #include "compat.h"
 #include "kparams.h"
 
+// Everything here has internal linkage (anonymous namespace): with relocatable device code
+// (the NVIDIA build links several files) that lets ptxas allocate registers across the
+// out-of-line helpers as in a whole-program build.
+namespace {
+
 #define CCV_DEV __device__ __forceinline__
 // The generic (boundary) path is called from one place per kernel and kept out of line so the fast
 // path stays small; weights travel by value (a struct of W floats), never through local memory.
@@ -80,9 +85,9 @@ CCV_DEV void st_dt(void* base, int64_t off, int dt, float v) {
 }
 
 // ------------------------------------------------------------------ activation
-// accurate expf (inline code, no call); reciprocal by the fast 2-ulp divide: keeps the IEEE
-// division's out-of-line slow path (a call, which forces register saves to local memory) away.
-CCV_DEV float sigmoidf_(float z) { return __fdividef(1.f, 1.f + expf(-z)); }
+// fast exp (ex2.approx of z*log2(e): about 1e-6 relative for |z| < 16, and there sigma or its
+// complement is tiny) and the fast 2-ulp divide; no IEEE slow-path calls in the hot loops.
+CCV_DEV float sigmoidf_(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
 CCV_DEV float act_f(float z, bool silu) { return silu ? z * sigmoidf_(z) : z; }
 // dout * act'(z)
 CCV_DEV float act_grad(float z, float dy, bool silu) {
@@ -318,49 +323,73 @@ template <int W> CCV_DEV WArr<W> sm_weights(const float* wsm, int cc, int ch) {
   return r;
 }
 
-// Channel-last staging: x rows [t0-K, t0-K+ROWS) x channels [c0, c0+CC) of batch row b into
-// shared memory (fp32, row-major [ROWS][CC]). Interior tiles (all rows inside [0, L), all channels
-// below D, vector path allowed) issue every 16-byte load of the thread before the first
-// shared-memory store (raw vectors in registers); edge tiles take a scalar-capable loop.
+// Channel-last tiles in shared memory: fp32, row-major [rows][CC], row i = token p0 + i.
+// stage_cl: rows of a [batch, dim, seqlen] tensor (x or dout) into the tile. Interior tiles (all
+// rows inside [0, L), all channels below D, vector path allowed) issue every 16-byte load of the
+// thread before the first shared-memory store; edge tiles take a scalar-capable loop. Rows
+// before the sequence start read the initial state of a simple row when `halo` (x), else 0.
 template <typename T, int ROWS, int CC, int NT, int K>
-CCV_DEV void stage_cl_x(const ccv_params& P, const RowCtx& rc, float4* xs4, int64_t b, int64_t t0, int64_t c0, bool vec) {
+CCV_DEV void stage_cl(const ccv_params& P, const void* src, const int64_t* st, bool halo, const RowCtx& rc,
+                      float4* sm4, int64_t b, int64_t p0, int64_t c0, bool vec) {
   constexpr int V = Tr<T>::V, G = CC / V, LT = ROWS * G, LI = (LT + NT - 1) / NT;
-  const int64_t L = P.seqlen, D = P.dim, xb = b * P.x_s[0], xs1 = P.x_s[1], xs2 = P.x_s[2];
-  if (vec && c0 + CC <= D && t0 - K >= 0 && t0 - K + ROWS <= L) {
+  const int64_t L = P.seqlen, D = P.dim, base = b * st[0], s1 = st[1], s2 = st[2];
+  if (vec && c0 + CC <= D && p0 >= 0 && p0 + ROWS <= L) {
     ccv_vec16 raw[LI];
-    const T* base = (const T*)P.x + xb + (t0 - K) * xs2 + c0;
+    const T* ptr = (const T*)src + base + p0 * s2 + c0;
 #pragma unroll
     for (int it = 0; it < LI; ++it) {
       const int i = it * NT + threadIdx.x;
-      if (i < LT) raw[it] = ccv_ld16(base + (int64_t)(i / G) * xs2 + (i % G) * V);
+      if (i < LT) raw[it] = ccv_ld16(ptr + (int64_t)(i / G) * s2 + (i % G) * V);
     }
 #pragma unroll
     for (int it = 0; it < LI; ++it) {
       const int i = it * NT + threadIdx.x;
       if (i < LT) {
-        float xv[V];
-        Tr<T>::unpack(raw[it], xv);
-        st_sm4<V>(xs4, (i / G) * CC + (i % G) * V, xv);
+        float v[V];
+        Tr<T>::unpack(raw[it], v);
+        st_sm4<V>(sm4, (i / G) * CC + (i % G) * V, v);
       }
     }
     return;
   }
   for (int i = threadIdx.x; i < LT; i += NT) {
     const int row = i / G, g2 = i % G;
-    const int64_t p = t0 - K + row, cc = c0 + g2 * V;
-    float xv[V];
+    const int64_t p = p0 + row, cc = c0 + g2 * V;
+    float v[V];
     if (p >= 0 && p < L) {
       if (vec && cc + V <= D) {
-        ldv<T>(P.x, xb + p * xs2 + cc, xv);
+        ldv<T>(src, base + p * s2 + cc, v);
       } else {
 #pragma unroll
-        for (int e = 0; e < V; ++e) xv[e] = cc + e < D ? ldf<T>(P.x, xb + (cc + e) * xs1 + p * xs2) : 0.f;
+        for (int e = 0; e < V; ++e) v[e] = cc + e < D ? ldf<T>(src, base + (cc + e) * s1 + p * s2) : 0.f;
       }
     } else {
 #pragma unroll
-      for (int e = 0; e < V; ++e) xv[e] = (p < 0 && cc + e < D) ? row_halo<T>(P, rc, cc + e, p, K) : 0.f;
+      for (int e = 0; e < V; ++e) v[e] = (halo && p < 0 && cc + e < D) ? row_halo<T>(P, rc, cc + e, p, K) : 0.f;
     }
-    st_sm4<V>(xs4, row * CC + g2 * V, xv);
+    st_sm4<V>(sm4, row * CC + g2 * V, v);
+  }
+}
+
+// store_cl: tile rows [0, ROWS) (tokens t0 + i, those below L) to a [batch, dim, seqlen] tensor,
+// 16-byte stores along channels when `vec`.
+template <typename T, int ROWS, int CC, int NT>
+CCV_DEV void store_cl(const ccv_params& P, void* dst, const int64_t* st, const float4* sm4, int64_t b, int64_t t0, int64_t c0, bool vec) {
+  constexpr int V = Tr<T>::V, G = CC / V, LT = ROWS * G;
+  const int64_t L = P.seqlen, D = P.dim, base = b * st[0], s1 = st[1], s2 = st[2];
+  for (int i = threadIdx.x; i < LT; i += NT) {
+    const int row = i / G, g2 = i % G;
+    const int64_t t = t0 + row, cc = c0 + g2 * V;
+    if (t >= L) break;
+    float v[V];
+    ld_sm4<V>(sm4, row * CC + g2 * V, v);
+    if (vec && cc + V <= D) {
+      stv<T>(dst, base + t * s2 + cc, v);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        if (cc + e < D) stf<T>(dst, base + (cc + e) * s1 + t * s2, v[e]);
+    }
   }
 }
 
@@ -395,3 +424,5 @@ CCV_DEV void block_sum(float* v, float* red, float* out) {
     }
   }
 }
+
+}  // namespace

@@ -1,22 +1,24 @@
 // Forward, channel-last (x D-stride 1 on the vector path; any strides on the scalar path).
 // Block = (batch row b, chunk of `P.chunk` tokens, tile of CL_CC channels); it walks its chunk
-// in tiles of CL_TT tokens. A tile of x [TT + K halo rows x CC channels] is staged in shared
-// memory (fp32) with 16-byte loads along channels (halo rows come from global memory); a thread
-// then owns V channels (one vector) x R consecutive tokens and writes 16-byte vectors of out.
-// Tokens whose window leaves their sequence take the generic per-element path.
+// in tiles of CL_TT tokens:
+//   1. x rows [t0-K, t0+TT) x CC channels staged in shared memory (fp32) with 16-byte loads along
+//      channels (halo rows from global memory, or the initial state before a simple row starts);
+//   2. thread = (channel, half of the tile's tokens): a sliding window of W inputs in registers,
+//      one shared-memory read and W FMAs per output (bank-conflict free), result to shared memory;
+//      tokens whose window leaves their sequence take the generic per-element path;
+//   3. the output tile is written with 16-byte stores along channels.
 #include "instances.h"
 
 template <typename T, int W>
 CCV_DEV void fwd_cl_body(const ccv_params& P) {
-  constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_fwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
-  constexpr int G = CC / V;   // threads across the channel tile
-  constexpr int RP = NT / G;  // token rows per pass
-  constexpr int R = TT / RP;  // consecutive tokens per thread
-  constexpr int ROWS = TT + K;
-  static_assert(NT % G == 0 && TT % RP == 0 && R <= 32, "tile shape");
-  __shared__ float4 xs4[ROWS * CC / 4];
+  constexpr int K = W - 1, NT = CCV_NT_fwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
+  constexpr int ROWS = TT + K, NH = NT / CC, HT = TT / NH;
+  static_assert(NT % CC == 0 && TT % NH == 0, "tile shape");
+  __shared__ float4 xs4[ROWS * CC / 4];  // x rows [t0-K, t0+TT)
+  __shared__ float4 os4[TT * CC / 4];    // out rows [t0, t0+TT)
   __shared__ unsigned char pl[TT];
-  __shared__ float wsm[W * CC + CC];  // weights [k][channel] (fp32), then bias [channel]
+  float* xs = (float*)xs4;
+  float* os = (float*)os4;
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
@@ -27,30 +29,24 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   const int f = P.flags;
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int64_t L = P.seqlen, D = P.dim;
-  const int tid = threadIdx.x, gg = tid % G, rr = tid / G;
-  const int64_t c0 = ct * CC, c = c0 + gg * V;
+  const int tid = threadIdx.x, cl = tid % CC, h = tid / CC;
+  const int64_t c0 = ct * CC, c = c0 + cl;
 
-  for (int i = tid; i < CC; i += NT) {
-    float wt[W], bt = 0.f;
-    if (c0 + i < D) {
-      load_weights<W>(P, c0 + i, wt, bt);
-    } else {
+  WArr<W> wa;
+  float bias = 0.f;
+  if (c < D) {
+    load_weights<W>(P, c, wa.w, bias);
+  } else {
 #pragma unroll
-      for (int k = 0; k < W; ++k) wt[k] = 0.f;
-    }
-#pragma unroll
-    for (int k = 0; k < W; ++k) wsm[k * CC + i] = wt[k];
-    wsm[W * CC + i] = bt;
+    for (int k = 0; k < W; ++k) wa.w[k] = 0.f;
   }
-  const int64_t xb = b * P.x_s[0], xs1 = P.x_s[1], xs2 = P.x_s[2];
-  const int64_t ob = b * P.out_s[0], os1 = P.out_s[1], os2 = P.out_s[2];
   const RowCtx rc = row_ctx(P, b);
   const bool row_ok = rc.g.valid;
 
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TT) {
-    stage_cl_x<T, ROWS, CC, NT, K>(P, rc, xs4, b, t0, c0, vec);
+    stage_cl<T, ROWS, CC, NT, K>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
     if (tid < TT) {
       const int64_t t = t0 + tid;
       bool plain = false;
@@ -72,48 +68,30 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
     }
     __syncthreads();
 
-    uint32_t slow = 0;
-#pragma unroll 1
-    for (int e = 0; e < R; ++e) {
-      const int row = rr * R + e;
-      const int64_t t = t0 + row;
-      if (t >= L) break;
-      if (!pl[row]) { slow |= 1u << e; continue; }
-      float o[V];
+    // sliding window over this thread's HT tokens (rows r .. r+K of the x tile)
+    const int rb = h * HT;
+    float win[W];
 #pragma unroll
-      for (int v = 0; v < V; ++v) o[v] = wsm[W * CC + gg * V + v];
+    for (int k = 0; k < K; ++k) win[k + 1] = xs[(rb + k) * CC + cl];
+    bool any_slow = false;
+#pragma unroll 4
+    for (int r = rb; r < rb + HT; ++r) {
 #pragma unroll
-      for (int k = 0; k < W; ++k) {
-        float xk[V], wk[V];
-        ld_sm4<V>(xs4, (row + k) * CC + gg * V, xk);
-        ld_sm4<V>((const float4*)wsm, k * CC + gg * V, wk);
+      for (int k = 0; k < K; ++k) win[k] = win[k + 1];
+      win[K] = xs[(r + K) * CC + cl];
+      float acc = bias;
 #pragma unroll
-        for (int v = 0; v < V; ++v) o[v] += wk[v] * xk[v];
-      }
-#pragma unroll
-      for (int v = 0; v < V; ++v) o[v] = act_f(o[v], silu);
-      if (vec && c + V <= D) {
-        stv<T>(P.out, ob + t * os2 + c, o);
-      } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          if (c + v < D) stf<T>(P.out, ob + (c + v) * os1 + t * os2, o[v]);
-      }
+      for (int k = 0; k < W; ++k) acc += wa.w[k] * win[k];
+      os[r * CC + cl] = act_f(acc, silu);
+      any_slow |= !pl[r] && t0 + r < L;
     }
-    // generic path (sequence starts, seq_idx changes, skipped sequences)
-    if (slow) {
+    if (any_slow && c < D) {  // generic path (sequence starts, seq_idx changes, skipped sequences)
 #pragma unroll 1
-      for (int e = 0; e < R; ++e) {
-        if (!(slow & (1u << e))) continue;
-        const int64_t t = t0 + rr * R + e;
-#pragma unroll 1
-        for (int v = 0; v < V; ++v) {
-          if (c + v >= D) break;
-          const WArr<W> wa = sm_weights<W>(wsm, CC, gg * V + v);
-          stf<T>(P.out, ob + (c + v) * os1 + t * os2, fwd_generic<T, W>(P, b, c + v, t, wa, wsm[W * CC + gg * V + v]));
-        }
-      }
+      for (int r = rb; r < rb + HT; ++r)
+        if (!pl[r] && t0 + r < L) os[r * CC + cl] = fwd_generic<T, W>(P, b, c, t0 + r, wa, bias);
     }
+    __syncthreads();
+    store_cl<T, TT, CC, NT>(P, P.out, P.out_s, os4, b, t0, c0, vec);
     __syncthreads();
   }
 }

@@ -27,18 +27,32 @@ fn main() {
 }
 
 fn generate_header(manifest: &PathBuf, out_dir: &PathBuf) {
-    for f in ["src/params.rs", "src/capi.rs", "src/error.rs", "src/lib.rs", "cbindgen.toml"] {
+    for f in [
+        "src/params.rs",
+        "src/capi.rs",
+        "src/error.rs",
+        "src/lib.rs",
+        "cbindgen.toml",
+    ] {
         println!("cargo:rerun-if-changed={f}");
     }
-    let config = cbindgen::Config::from_file(manifest.join("cbindgen.toml")).expect("cbindgen.toml");
+    let config =
+        cbindgen::Config::from_file(manifest.join("cbindgen.toml")).expect("cbindgen.toml");
     let header = out_dir.join("causal_conv1d.h");
-    match cbindgen::Builder::new().with_crate(manifest).with_config(config).generate() {
+    match cbindgen::Builder::new()
+        .with_crate(manifest)
+        .with_config(config)
+        .generate()
+    {
         Ok(b) => {
             b.write_to_file(&header);
         }
         Err(e) => panic!("cbindgen failed to generate the C header: {e}"),
     }
-    println!("cargo:rustc-env=CCV1D_GENERATED_HEADER={}", header.display());
+    println!(
+        "cargo:rustc-env=CCV1D_GENERATED_HEADER={}",
+        header.display()
+    );
 }
 
 // ======================================================================== GPU kernels
@@ -81,7 +95,9 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
     let hip_dir = manifest.join("hip");
     println!("cargo:rerun-if-changed={}", hip_dir.display());
     let mut sources = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&hip_dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    let mut entries: Vec<_> = std::fs::read_dir(&hip_dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     entries.sort();
     for p in entries {
         match p.extension().and_then(|e| e.to_str()) {
@@ -94,7 +110,9 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
         }
     }
 
-    let mode = env::var("CAUSAL_CONV1D_BACKEND").unwrap_or_else(|_| "auto".into()).to_ascii_lowercase();
+    let mode = env::var("CAUSAL_CONV1D_BACKEND")
+        .unwrap_or_else(|_| "auto".into())
+        .to_ascii_lowercase();
     let (cuda, rocm) = match mode.as_str() {
         "cpu" => (Need::Off, Need::Off),
         "auto" | "" => (Need::IfFound, Need::IfFound),
@@ -111,7 +129,11 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
     }
 
     let nvcc = if cuda != Need::Off { find_nvcc() } else { None };
-    let hipcc = if rocm != Need::Off { find_hipcc() } else { None };
+    let hipcc = if rocm != Need::Off {
+        find_hipcc()
+    } else {
+        None
+    };
     if cuda == Need::Required && nvcc.is_none() {
         panic!(
             "CAUSAL_CONV1D_BACKEND={mode} needs nvcc, which was not found: set CUDA_HOME (nvcc in $CUDA_HOME/bin) \
@@ -125,13 +147,20 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
         );
     }
     if nvcc.is_none() && hipcc.is_none() {
-        println!("cargo:warning=causal-conv1d: no GPU compiler found (nvcc, hipcc): CPU-only build");
+        println!(
+            "cargo:warning=causal-conv1d: no GPU compiler found (nvcc, hipcc): CPU-only build"
+        );
         return;
     }
 
-    let jobs = env::var("NUM_JOBS").ok().and_then(|s| s.parse::<usize>().ok()).unwrap_or_else(|| {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
-    });
+    let jobs = env::var("NUM_JOBS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        });
     let t_all = Instant::now();
 
     // plan the work: CUDA compile jobs (file x arch), then per-arch links; HIP one job
@@ -155,7 +184,13 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
                     .arg(src)
                     .arg("-o")
                     .arg(&out);
-                plan.push(Job { label: format!("nvcc {} sm_{arch}", src.file_name().unwrap().to_string_lossy()), cmd: c });
+                plan.push(Job {
+                    label: format!(
+                        "nvcc {} sm_{arch}",
+                        src.file_name().unwrap().to_string_lossy()
+                    ),
+                    cmd: c,
+                });
             }
         }
     }
@@ -164,13 +199,18 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
         hip_archs = probe_hip_archs(hipcc, out_dir);
         if hip_archs.is_empty() {
             if rocm == Need::Required {
-                panic!("hipcc ({}) accepts none of CAUSAL_CONV1D_HIP_ARCHS", hipcc.display());
+                panic!(
+                    "hipcc ({}) accepts none of CAUSAL_CONV1D_HIP_ARCHS",
+                    hipcc.display()
+                );
             }
             println!("cargo:warning=causal-conv1d: hipcc accepts none of the requested AMD archs: no AMD kernels");
         } else {
             // one translation unit including every kernel file
             let all = out_dir.join("ccv1d_all.hip");
-            let mut text = String::from("// generated by build.rs: every kernel file in one translation unit\n");
+            let mut text = String::from(
+                "// generated by build.rs: every kernel file in one translation unit\n",
+            );
             for s in &sources {
                 text.push_str(&format!("#include \"{}\"\n", s.display()));
             }
@@ -186,10 +226,16 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
                 .arg("-o")
                 .arg(out_dir.join("ccv1d_kernels.hsaco"));
             // the long job first, so it overlaps the CUDA jobs
-            plan.insert(0, Job { label: format!("hipcc {}", hip_archs.join(",")), cmd: c });
+            plan.insert(
+                0,
+                Job {
+                    label: format!("hipcc {}", hip_archs.join(",")),
+                    cmd: c,
+                },
+            );
         }
     }
-    run_parallel(plan, jobs);
+    let times = run_parallel(plan, jobs);
 
     if let Some(nvcc) = &nvcc {
         let bin = nvcc.parent().unwrap();
@@ -203,25 +249,50 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
                 c.arg(out_dir.join(format!("ccv1d_{stem}_sm{arch}.cubin")));
             }
             c.arg("-o").arg(&linked);
-            run_job(Job { label: format!("nvlink sm_{arch}"), cmd: c });
-            images.push(format!("--image3=kind=elf,sm={arch},file={}", linked.display()));
+            run_job(Job {
+                label: format!("nvlink sm_{arch}"),
+                cmd: c,
+            });
+            images.push(format!(
+                "--image3=kind=elf,sm={arch},file={}",
+                linked.display()
+            ));
         }
         let fatbin = out_dir.join("ccv1d_kernels.fatbin");
         let mut c = Command::new(bin.join("fatbinary"));
-        c.arg(format!("--create={}", fatbin.display())).arg("--64").args(&images);
-        run_job(Job { label: "fatbinary".into(), cmd: c });
+        c.arg(format!("--create={}", fatbin.display()))
+            .arg("--64")
+            .args(&images);
+        run_job(Job {
+            label: "fatbinary".into(),
+            cmd: c,
+        });
         println!("cargo:rustc-cfg=ccv1d_cuda");
         println!("cargo:rustc-env=CCV1D_FATBIN={}", fatbin.display());
         println!("cargo:rustc-env=CCV1D_CUDA_ARCHS={}", cuda_archs.join(";"));
     }
     if hipcc.is_some() && !hip_archs.is_empty() {
         println!("cargo:rustc-cfg=ccv1d_rocm");
-        println!("cargo:rustc-env=CCV1D_HSACO={}", out_dir.join("ccv1d_kernels.hsaco").display());
+        println!(
+            "cargo:rustc-env=CCV1D_HSACO={}",
+            out_dir.join("ccv1d_kernels.hsaco").display()
+        );
         println!("cargo:rustc-env=CCV1D_HIP_ARCHS={}", hip_archs.join(";"));
     }
     let secs = t_all.elapsed().as_secs_f64();
     if secs > 30.0 {
-        println!("cargo:warning=causal-conv1d: GPU kernels compiled in {secs:.0} s ({jobs} parallel jobs)");
+        let sum = |p: &str| {
+            times
+                .iter()
+                .filter(|(l, _)| l.starts_with(p))
+                .map(|(_, s)| s)
+                .sum::<f64>()
+        };
+        println!(
+            "cargo:warning=causal-conv1d: GPU kernels compiled in {secs:.0} s on {jobs} threads (nvcc jobs {:.0} s, hipcc {:.0} s, added up)",
+            sum("nvcc"),
+            sum("hipcc")
+        );
     }
 }
 
@@ -231,11 +302,14 @@ struct Job {
 }
 
 /// Runs a job; panics with the full command line and its output when it fails. Prints the time
-/// as a cargo warning when it took more than 30 s.
-fn run_job(mut job: Job) {
+/// as a cargo warning when it took more than 30 s. Returns the seconds it took.
+fn run_job(mut job: Job) -> f64 {
     let t = Instant::now();
     let line = format!("{:?}", job.cmd);
-    let out = job.cmd.output().unwrap_or_else(|e| panic!("causal-conv1d: cannot run {line}: {e}"));
+    let out = job
+        .cmd
+        .output()
+        .unwrap_or_else(|e| panic!("causal-conv1d: cannot run {line}: {e}"));
     if !out.status.success() {
         panic!(
             "causal-conv1d: {} failed ({}):\n{line}\n--- stdout ---\n{}\n--- stderr ---\n{}",
@@ -247,19 +321,28 @@ fn run_job(mut job: Job) {
     }
     let secs = t.elapsed().as_secs_f64();
     if secs > 30.0 {
-        println!("cargo:warning=causal-conv1d: {} took {secs:.0} s", job.label);
+        println!(
+            "cargo:warning=causal-conv1d: {} took {secs:.0} s",
+            job.label
+        );
     }
+    secs
 }
 
 /// Runs the jobs on `jobs` threads (in list order); the first failure panics after all threads end.
-fn run_parallel(plan: Vec<Job>, jobs: usize) {
-    let queue = Arc::new(Mutex::new(plan.into_iter().collect::<std::collections::VecDeque<_>>()));
+/// Returns (label, seconds) of every job.
+fn run_parallel(plan: Vec<Job>, jobs: usize) -> Vec<(String, f64)> {
+    let queue = Arc::new(Mutex::new(
+        plan.into_iter().collect::<std::collections::VecDeque<_>>(),
+    ));
     let failure: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let times: Arc<Mutex<Vec<(String, f64)>>> = Arc::new(Mutex::new(Vec::new()));
     let n = jobs.max(1);
     let handles: Vec<_> = (0..n)
         .map(|_| {
             let q = Arc::clone(&queue);
             let fail = Arc::clone(&failure);
+            let tm = Arc::clone(&times);
             std::thread::spawn(move || loop {
                 if fail.lock().unwrap().is_some() {
                     return;
@@ -268,14 +351,18 @@ fn run_parallel(plan: Vec<Job>, jobs: usize) {
                     Some(j) => j,
                     None => return,
                 };
-                if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_job(job))) {
-                    let msg = e
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "compile job panicked".into());
-                    *fail.lock().unwrap() = Some(msg);
-                    return;
+                let label = job.label.clone();
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_job(job))) {
+                    Ok(secs) => tm.lock().unwrap().push((label, secs)),
+                    Err(e) => {
+                        let msg = e
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_else(|| "compile job panicked".into());
+                        *fail.lock().unwrap() = Some(msg);
+                        return;
+                    }
                 }
             })
         })
@@ -287,6 +374,8 @@ fn run_parallel(plan: Vec<Job>, jobs: usize) {
     if let Some(msg) = msg {
         panic!("{msg}");
     }
+    let v = std::mem::take(&mut *times.lock().unwrap());
+    v
 }
 
 fn split_flags(s: &str) -> Vec<String> {
@@ -295,7 +384,9 @@ fn split_flags(s: &str) -> Vec<String> {
 
 fn which(name: &str) -> Option<PathBuf> {
     let path = env::var_os("PATH")?;
-    env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 fn find_nvcc() -> Option<PathBuf> {
@@ -335,7 +426,12 @@ fn parse_cuda_archs() -> Vec<String> {
     let s = env::var("CAUSAL_CONV1D_CUDA_ARCHS").unwrap_or_else(|_| "80;90".into());
     let v: Vec<String> = s
         .split([';', ',', ' '])
-        .map(|a| a.trim().trim_start_matches("sm_").trim_start_matches("compute_").to_string())
+        .map(|a| {
+            a.trim()
+                .trim_start_matches("sm_")
+                .trim_start_matches("compute_")
+                .to_string()
+        })
         .filter(|a| !a.is_empty())
         .collect();
     for a in &v {
@@ -367,24 +463,50 @@ fn cuda_include_flags(nvcc: &Path) -> Vec<String> {
 /// compiler rejects (probed with a one-line kernel, cached in OUT_DIR per compiler and arch).
 fn probe_hip_archs(hipcc: &Path, out_dir: &Path) -> Vec<String> {
     let s = env::var("CAUSAL_CONV1D_HIP_ARCHS").unwrap_or_else(|_| "gfx90a;gfx942".into());
-    let want: Vec<String> = s.split([';', ',', ' ']).map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+    let want: Vec<String> = s
+        .split([';', ',', ' '])
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty())
+        .collect();
     let probe = out_dir.join("ccv1d_probe.hip");
     let _ = std::fs::write(&probe, "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void ccv1d_probe(int* p) { p[threadIdx.x] = 1; }\n");
     let mut ok = Vec::new();
     for a in want {
-        if !a.chars().all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '+' || c == '-') {
+        if !a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '+' || c == '-')
+        {
             panic!("CAUSAL_CONV1D_HIP_ARCHS: bad arch {a:?}");
         }
-        let out = out_dir.join(format!("ccv1d_probe_{}.hsaco", a.replace([':', '+', '-'], "_")));
-        let res = Command::new(hipcc).args(["--genco", &format!("--offload-arch={a}")]).arg(&probe).arg("-o").arg(&out).output();
+        let out = out_dir.join(format!(
+            "ccv1d_probe_{}.hsaco",
+            a.replace([':', '+', '-'], "_")
+        ));
+        let res = Command::new(hipcc)
+            .args(["--genco", &format!("--offload-arch={a}")])
+            .arg(&probe)
+            .arg("-o")
+            .arg(&out)
+            .output();
         match res {
             Ok(o) if o.status.success() => ok.push(a),
             Ok(o) => {
                 let err = String::from_utf8_lossy(&o.stderr);
-                let line = err.lines().find(|l| l.contains("error")).unwrap_or("").trim().to_string();
-                println!("cargo:warning=causal-conv1d: {} rejects {a}, dropped ({line})", hipcc.display());
+                let line = err
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .unwrap_or("")
+                    .trim()
+                    .to_string();
+                println!(
+                    "cargo:warning=causal-conv1d: {} rejects {a}, dropped ({line})",
+                    hipcc.display()
+                );
             }
-            Err(e) => println!("cargo:warning=causal-conv1d: cannot run {}: {e}", hipcc.display()),
+            Err(e) => println!(
+                "cargo:warning=causal-conv1d: cannot run {}: {e}",
+                hipcc.display()
+            ),
         }
     }
     ok

@@ -10,8 +10,8 @@
 
 use std::array::from_fn;
 
-use super::conv::{
-    add, axpy, cf_conv, cf_conv_masked, cf_dx, cl_row, dispatch_width, full_mask, lanes_dot, lanes_sum,
+use super::conv::{row_stride, 
+    add, cf_conv, cf_conv_masked, cf_dx, cl_tile, cl_tile_dw, dispatch_width, full_mask, lanes_dot, lanes_sum,
     lanes_total, zero_invalid, Conv, Job, Unit,
 };
 use super::elem::{load, store, store_zeros};
@@ -22,16 +22,17 @@ use crate::error::Result;
 use crate::plan::{Act, BwdPlan};
 
 struct Scratch {
-    /// Input window (K halo + chunk / tile rows).
+    /// Input window: K halo values / rows, then the chunk (channel-first) or tile (channel-last).
     xe: Vec<f32>,
-    /// g window: K earlier values (or rows), then the chunk / tile; at least 2K long.
+    /// g window: K earlier values / rows, then the chunk / tile; at least 2K long / rows.
     g: Vec<f32>,
-    /// Pre-activation chunk / row.
+    /// Pre-activation chunk / tile.
     pre: Vec<f32>,
-    /// dx chunk / row.
+    /// dx chunk / tile.
     dx: Vec<f32>,
-    /// Channel-last: dinitial rows `[K][nc]`, a dfinal row, zeros, weights `[W][nc]`, bias,
-    /// and the job's dweight `[W][nc]` / dbias `[nc]` accumulators.
+    /// Channel-last (rows of `ncp` = block channels rounded up to 8): dinitial rows `[K]`, a
+    /// dfinal row, zeros, weights `[W]`, bias, the job's dweight `[W]` / dbias accumulators,
+    /// and per-token masks for g and dx.
     dinit: Vec<f32>,
     tmp: Vec<f32>,
     zeros: Vec<f32>,
@@ -39,6 +40,8 @@ struct Scratch {
     bias: Vec<f32>,
     dw: Vec<f32>,
     db: Vec<f32>,
+    bits: Vec<u8>,
+    dbits: Vec<u8>,
     ids: Vec<i32>,
     mask: Vec<u8>,
 }
@@ -51,19 +54,22 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
     let cmax = jobs.iter().map(|j| j.c1 - j.c0).max().unwrap_or(0);
     let scratch = || -> Result<Scratch> {
         Ok(if cv.cl {
-            let rows = k + cfg.tile.max(k);
+            let ncp = row_stride(cmax);
+            let rows = cfg.tile.max(k);
             Scratch {
-                xe: zeroed(rows * cmax, "bwd window")?,
-                g: zeroed(rows * cmax, "bwd g")?,
-                pre: zeroed(cmax, "bwd pre")?,
-                dx: zeroed(cmax, "bwd dx")?,
-                dinit: zeroed(k * cmax, "bwd dinit")?,
-                tmp: zeroed(cmax, "bwd dfinal")?,
-                zeros: zeroed(cmax, "bwd zeros")?,
-                wt: zeroed(w * cmax, "bwd weights")?,
-                bias: zeroed(cmax, "bwd bias")?,
-                dw: zeroed(w * cmax, "bwd dweight")?,
-                db: zeroed(cmax, "bwd dbias")?,
+                xe: zeroed((k + cfg.tile) * ncp, "bwd x window")?,
+                g: zeroed((k + rows) * ncp, "bwd g window")?,
+                pre: zeroed(cfg.tile * ncp, "bwd pre")?,
+                dx: zeroed(rows * ncp, "bwd dx")?,
+                dinit: zeroed(k * ncp, "bwd dinit")?,
+                tmp: zeroed(ncp, "bwd dfinal")?,
+                zeros: zeroed(ncp, "bwd zeros")?,
+                wt: zeroed(w * ncp, "bwd weights")?,
+                bias: zeroed(ncp, "bwd bias")?,
+                dw: zeroed(w * ncp, "bwd dweight")?,
+                db: zeroed(ncp, "bwd dbias")?,
+                bits: zeroed(rows, "bwd masks")?,
+                dbits: zeroed(rows, "bwd masks")?,
                 ids: Vec::new(),
                 mask: Vec::new(),
             }
@@ -81,6 +87,8 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
                 bias: Vec::new(),
                 dw: Vec::new(),
                 db: Vec::new(),
+                bits: Vec::new(),
+                dbits: Vec::new(),
                 ids: Vec::new(),
                 mask: Vec::new(),
             }
@@ -110,16 +118,17 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
 
 fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, job: Job) -> Result<()> {
     let nc = job.c1 - job.c0;
+    let ncp = row_stride(nc);
     if cv.cl {
         for c in 0..nc {
             for kk in 0..W {
-                s.wt[kk * nc + c] = cv.wf[(job.c0 + c) * W + kk];
+                s.wt[kk * ncp + c] = cv.wf[(job.c0 + c) * W + kk];
             }
             s.bias[c] = cv.bf[job.c0 + c];
         }
-        s.dw[..W * nc].fill(0.0);
-        s.db[..nc].fill(0.0);
-        s.zeros[..nc].fill(0.0);
+        s.dw[..W * ncp].fill(0.0);
+        s.db[..ncp].fill(0.0);
+        s.zeros[..ncp].fill(0.0);
     }
     for u in &cv.units[job.u0..job.u1] {
         if u.slot < 0 {
@@ -149,7 +158,7 @@ fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, j
         for c in 0..nc {
             let part = &mut job.part[c * (W + 1)..][..W + 1];
             for kk in 0..W {
-                part[kk] = s.dw[kk * nc + c];
+                part[kk] = s.dw[kk * ncp + c];
             }
             part[W] = s.db[c];
         }
@@ -290,24 +299,18 @@ fn cf_row<const W: usize, const M: bool>(
     part[W] += lanes_total(&dbl);
 }
 
-/// Channel-last: channels `[c0, c0+nc)` of unit `u`, token rows, `tile` at a time.
-/// Adds into the job's `s.dw` / `s.db`.
-fn cl_unit<const W: usize, const M: bool>(
-    cv: &Conv,
-    p: &BwdPlan,
-    tile: usize,
-    s: &mut Scratch,
-    u: &Unit,
-    c0: usize,
-    nc: usize,
-) {
+/// Channel-last: channels `[c0, c0+nc)` of unit `u`, a tile of tokens at a time. `xe` holds K
+/// halo rows then the tile's x rows; `g` the K previous g rows then the tile's; rows `ncp`
+/// floats apart. Adds into the job's `s.dw` / `s.db`.
+fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s: &mut Scratch, u: &Unit, c0: usize, nc: usize) {
     let k = W - 1;
     let inp = cv.inp;
     let c0i = c0 as i64;
+    let ncp = row_stride(nc);
     let full = full_mask::<W>();
     let mask: &[u8] = if M { &s.mask } else { &[] };
-    let Scratch { xe, g, pre, dx: dxr, dinit, tmp, zeros, wt, bias, dw, db, .. } = s;
-    let row = |i: usize| i * nc..(i + 1) * nc;
+    let Scratch { xe, g, pre, dx, dinit, tmp, zeros, wt, bias, dw, db, bits, dbits, .. } = s;
+    let row = |i: usize| i * ncp..i * ncp + nc;
     let init = if u.has_init { inp.initial_states.as_ref() } else { None };
     match init {
         Some(v) => {
@@ -316,17 +319,11 @@ fn cl_unit<const W: usize, const M: bool>(
                 load(v, off, v.stride[1], &mut xe[row(j)]);
             }
         }
-        None => xe[..k * nc].fill(0.0),
+        None => xe[..k * ncp].fill(0.0),
     }
-    g[..k * nc].fill(0.0);
-    dinit[..k * nc].fill(0.0);
-    let ws: [&[f32]; W] = from_fn(|kk| &wt[row(kk)]);
-    let bias = &bias[..nc];
-    let zeros = &zeros[..nc];
-    let pre = &mut pre[..nc];
-    let dxr = &mut dxr[..nc];
+    g[..k * ncp].fill(0.0);
+    dinit[..k * ncp].fill(0.0);
     let tmp = &mut tmp[..nc];
-    let db = &mut db[..nc];
 
     let x = &inp.x;
     let xb = u.row * x.stride[0] + c0i * x.stride[1] + u.t0 * x.stride[2];
@@ -334,7 +331,7 @@ fn cl_unit<const W: usize, const M: bool>(
     let yb = u.row * dy.stride[0] + c0i * dy.stride[1] + u.t0 * dy.stride[2];
     let dxv = &p.dx;
     let ob = u.row * dxv.stride[0] + c0i * dxv.stride[1] + u.t0 * dxv.stride[2];
-    // dx rows come out at position p = token - K; p < 0 goes to dinitial row p + K.
+    // dx row of position pos: p < 0 goes to dinitial row p + K.
     let put = |pos: i64, v: &[f32], dinit: &mut [f32]| {
         if pos < 0 {
             dinit[row((pos + k as i64) as usize)].copy_from_slice(v);
@@ -342,8 +339,8 @@ fn cl_unit<const W: usize, const M: bool>(
             store(dxv, ob + pos * dxv.stride[2], dxv.stride[1], v);
         }
     };
-    // bits of dx at position pos: term k uses token q = pos+K-k, whose mask is m[K + q].
-    let dx_bits = |mask: &[u8], pos: i64| -> u8 {
+    // Which terms of dx at position pos count: term k uses token q = pos+K-k, mask m[K + q].
+    let dx_bits = |pos: i64| -> u8 {
         if !M {
             return full;
         }
@@ -355,53 +352,54 @@ fn cl_unit<const W: usize, const M: bool>(
         b
     };
 
+    // A tile of tokens [t, t+n): g for them, and dx for positions [t-K, t-K+n).
     let mut t = 0;
     while t < u.len {
         let n = (u.len - t).min(tile);
         for i in 0..n {
-            let tt = (t + i) as i64;
-            load(x, xb + tt * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
-            load(dy, yb + tt * dy.stride[2], dy.stride[1], &mut g[row(k + i)]);
+            let ti = (t + i) as i64;
+            load(x, xb + ti * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
+            load(dy, yb + ti * dy.stride[2], dy.stride[1], &mut g[row(k + i)]);
+            bits[i] = if M { mask[k + t + i] } else { full };
+            dbits[i] = dx_bits(ti - k as i64);
         }
-        for i in 0..n {
-            let bits = if M { mask[k + t + i] } else { full };
-            let gr = &mut g[row(k + i)];
-            if bits == 0 {
-                gr.fill(0.0);
-                continue;
-            }
-            let xs: [&[f32]; W] = from_fn(|kk| &xe[row(i + kk)]);
-            if inp.act != Act::None {
-                cl_row::<W>(pre, bias, &ws, &xs, bits);
-                mul_dact(inp.act, gr, pre);
-            }
-            for (kk, xr) in xs.iter().enumerate() {
-                if (bits >> kk) & 1 != 0 {
-                    axpy(&mut dw[row(kk)], gr, xr);
+        let gt = &mut g[k * ncp..(k + n) * ncp];
+        if inp.act != Act::None {
+            let pre = &mut pre[..n * ncp];
+            cl_tile::<W, false>(pre, bias, wt, &xe[..(k + n) * ncp], ncp, &bits[..n]);
+            mul_dact(inp.act, gt, pre);
+        }
+        if M {
+            for i in 0..n {
+                if bits[i] == 0 {
+                    gt[i * ncp..(i + 1) * ncp].fill(0.0);
                 }
             }
-            add(db, gr);
         }
+        cl_tile_dw::<W>(dw, db, g, xe, ncp, &bits[..n]);
+        let dxt = &mut dx[..n * ncp];
+        cl_tile::<W, true>(dxt, zeros, wt, &g[..(k + n) * ncp], ncp, &dbits[..n]);
         for i in 0..n {
-            let pos = (t + i) as i64 - k as i64;
-            let gs: [&[f32]; W] = from_fn(|kk| &g[row(i + k - kk)]);
-            cl_row::<W>(dxr, zeros, &ws, &gs, dx_bits(mask, pos));
-            put(pos, dxr, dinit);
+            put((t + i) as i64 - k as i64, &dxt[row(i)], dinit);
         }
-        xe.copy_within(n * nc..(n + k) * nc, 0);
-        g.copy_within(n * nc..(n + k) * nc, 0);
+        xe.copy_within(n * ncp..(n + k) * ncp, 0);
+        g.copy_within(n * ncp..(n + k) * ncp, 0);
         t += n;
     }
     if k == 0 {
         return;
     }
+    // Flush: dx for positions len-K+i (g of tokens ≥ len is 0), plus dfinal_states.
     let len = u.len;
-    g[k * nc..2 * k * nc].fill(0.0);
+    g[k * ncp..2 * k * ncp].fill(0.0);
+    for (i, b) in dbits[..k].iter_mut().enumerate() {
+        *b = dx_bits((len + i) as i64 - k as i64);
+    }
+    let dxt = &mut dx[..k * ncp];
+    cl_tile::<W, true>(dxt, zeros, wt, &g[..2 * k * ncp], ncp, &dbits[..k]);
     let mm = if M { Some(mask) } else { None };
     for i in 0..k {
-        let pos = (len + i) as i64 - k as i64;
-        let gs: [&[f32]; W] = from_fn(|kk| &g[row(i + k - kk)]);
-        cl_row::<W>(dxr, zeros, &ws, &gs, dx_bits(mask, pos));
+        let dxr = &mut dxt[row(i)];
         if let Some(f) = &p.dfinal_states {
             if dfinal_keeps(mm, k, len, i) {
                 let off = u.slot * f.stride[0] + c0i * f.stride[1] + i as i64 * f.stride[2];
@@ -409,7 +407,7 @@ fn cl_unit<const W: usize, const M: bool>(
                 add(dxr, tmp);
             }
         }
-        put(pos, dxr, dinit);
+        put((len + i) as i64 - k as i64, dxr, dinit);
     }
     if let Some(v) = &p.dinitial_states {
         for j in 0..k {

@@ -108,7 +108,9 @@ impl<'a> Conv<'a> {
     /// Channel blocks `[c0, c1)` covering `[0, dim)`, enough for the threads to share.
     pub fn blocks(&self, cfg: &Cfg) -> Vec<(usize, usize)> {
         let groups = self.num_groups().max(1);
-        let want = if cfg.threads <= 1 { 1 } else { (4 * cfg.threads).div_ceil(groups) };
+        // A few jobs per thread for balance; channel-last prefers long contiguous rows.
+        let per_thread = if self.cl { 2 } else { 4 };
+        let want = if cfg.threads <= 1 { 1 } else { (per_thread * cfg.threads).div_ceil(groups) };
         let mut size = self.dim.div_ceil(want);
         if self.cl {
             if cfg.block >= 8 {
@@ -252,7 +254,7 @@ pub fn cf_dx<const W: usize, const M: bool>(o: &mut [f32], w: &[f32; W], g: &[f3
 }
 
 /// `acc[i % 8] += g[i]·x[i]` over the run (8 fixed lanes: a vectorisable, fixed-order sum);
-/// when `M`, `g[i]` counts only if bit `bit` of `m[i]` is set.
+/// when `M`, the term counts only if bit `bit` of `m[i]` is set.
 #[inline(always)]
 pub fn lanes_dot<const M: bool>(acc: &mut [f32; 8], g: &[f32], x: &[f32], m: &[u8], bit: usize) {
     let n = g.len();
@@ -262,13 +264,13 @@ pub fn lanes_dot<const M: bool>(acc: &mut [f32; 8], g: &[f32], x: &[f32], m: &[u
         let m = &m[..n];
         for ((gc, xc), mc) in g.chunks_exact(8).zip(x.chunks_exact(8)).zip(m.chunks_exact(8)) {
             for l in 0..8 {
-                let gv = if (mc[l] >> bit) & 1 != 0 { gc[l] } else { 0.0 };
-                acc[l] += gv * xc[l];
+                let v = gc[l] * xc[l];
+                acc[l] += if (mc[l] >> bit) & 1 != 0 { v } else { 0.0 };
             }
         }
         for i in full..n {
-            let gv = if (m[i] >> bit) & 1 != 0 { g[i] } else { 0.0 };
-            acc[i - full] += gv * x[i];
+            let v = g[i] * x[i];
+            acc[i - full] += if (m[i] >> bit) & 1 != 0 { v } else { 0.0 };
         }
     } else {
         for (gc, xc) in g.chunks_exact(8).zip(x.chunks_exact(8)) {
@@ -304,40 +306,87 @@ pub fn lanes_total(a: &[f32; 8]) -> f32 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Channel-last inner loops: one token, a block of channels (vectorised over channels).
+// Channel-last inner loops: a tile of token rows × a block of channels, rows `ncp` floats apart
+// (`ncp` a multiple of 8; lanes past the block's channels are computed and never stored).
+// Each loop runs over 8-channel groups, keeping that group's weights and accumulators in
+// registers while it walks the tokens.
 
-/// `o[c] = init[c] + Σ_k ws[k][c]·xs[k][c]`, term `k` only where bit `k` of `bits` is set.
+/// Row stride of a channel-last tile of `nc` channels: a multiple of 8, plus 8 so that rows of
+/// power-of-two blocks do not all fall into the same cache sets (the loops walk down columns).
+pub fn row_stride(nc: usize) -> usize {
+    nc.next_multiple_of(8) + 8
+}
+
 #[inline(always)]
-pub fn cl_row<const W: usize>(o: &mut [f32], init: &[f32], ws: &[&[f32]; W], xs: &[&[f32]; W], bits: u8) {
-    let n = o.len();
-    let init = &init[..n];
-    if bits == full_mask::<W>() {
-        let ws: [&[f32]; W] = std::array::from_fn(|k| &ws[k][..n]);
-        let xs: [&[f32]; W] = std::array::from_fn(|k| &xs[k][..n]);
-        for c in 0..n {
-            let mut a = init[c];
-            for k in 0..W {
-                a += ws[k][c] * xs[k][c];
+fn a8(s: &[f32]) -> [f32; 8] {
+    let s = &s[..8];
+    [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]
+}
+
+/// For each row `i < bits.len()`: `o[i] = init + Σ_k w[k] ⊙ src[r]`, with `r = i + k`
+/// (convolution) or `r = i + K - k` (`REV`: the transposed convolution of dx). Term `k` only
+/// where bit `k` of `bits[i]` is set; a row with `bits[i] == 0` gets `init`.
+#[inline(always)]
+pub fn cl_tile<const W: usize, const REV: bool>(o: &mut [f32], init: &[f32], w: &[f32], src: &[f32], ncp: usize, bits: &[u8]) {
+    let full = full_mask::<W>();
+    let row = |i: usize, kk: usize| if REV { i + W - 1 - kk } else { i + kk };
+    for cc in (0..ncp).step_by(8) {
+        let wv: [[f32; 8]; W] = std::array::from_fn(|kk| a8(&w[kk * ncp + cc..]));
+        let b = a8(&init[cc..]);
+        for (i, &bi) in bits.iter().enumerate() {
+            let mut a = b;
+            if bi == full {
+                for kk in 0..W {
+                    let xr = a8(&src[row(i, kk) * ncp + cc..]);
+                    for l in 0..8 {
+                        a[l] += wv[kk][l] * xr[l];
+                    }
+                }
+            } else {
+                for kk in 0..W {
+                    if (bi >> kk) & 1 != 0 {
+                        let xr = a8(&src[row(i, kk) * ncp + cc..]);
+                        for l in 0..8 {
+                            a[l] += wv[kk][l] * xr[l];
+                        }
+                    }
+                }
             }
-            o[c] = a;
-        }
-    } else {
-        o.copy_from_slice(init);
-        for k in 0..W {
-            if (bits >> k) & 1 != 0 {
-                axpy(o, ws[k], xs[k]);
-            }
+            o[i * ncp + cc..][..8].copy_from_slice(&a);
         }
     }
 }
 
-/// `o[c] += a[c]·b[c]`.
+/// dweight/dbias of a tile: for row `i` (g row `K + i`, x rows `i..=i+K`) in order,
+/// `dw[k] += g ⊙ x[i+k]` where bit `k` of `bits[i]` is set, `db += g` unless `bits[i] == 0`.
 #[inline(always)]
-pub fn axpy(o: &mut [f32], a: &[f32], b: &[f32]) {
-    let n = o.len();
-    let (a, b) = (&a[..n], &b[..n]);
-    for c in 0..n {
-        o[c] += a[c] * b[c];
+pub fn cl_tile_dw<const W: usize>(dw: &mut [f32], db: &mut [f32], g: &[f32], x: &[f32], ncp: usize, bits: &[u8]) {
+    let full = full_mask::<W>();
+    let k = W - 1;
+    for cc in (0..ncp).step_by(8) {
+        let mut acc: [[f32; 8]; W] = std::array::from_fn(|kk| a8(&dw[kk * ncp + cc..]));
+        let mut bacc = a8(&db[cc..]);
+        for (i, &bi) in bits.iter().enumerate() {
+            if bi == 0 {
+                continue;
+            }
+            let gr = a8(&g[(k + i) * ncp + cc..]);
+            for kk in 0..W {
+                if bi == full || (bi >> kk) & 1 != 0 {
+                    let xr = a8(&x[(i + kk) * ncp + cc..]);
+                    for l in 0..8 {
+                        acc[kk][l] += gr[l] * xr[l];
+                    }
+                }
+            }
+            for l in 0..8 {
+                bacc[l] += gr[l];
+            }
+        }
+        for (kk, a) in acc.iter().enumerate() {
+            dw[kk * ncp + cc..][..8].copy_from_slice(a);
+        }
+        db[cc..cc + 8].copy_from_slice(&bacc);
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::array::from_fn;
 
-use super::conv::{cf_conv, cf_conv_masked, cl_row, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
+use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
 use super::elem::{load, store, store_zeros};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
@@ -11,14 +11,15 @@ use crate::error::Result;
 use crate::plan::FwdPlan;
 
 struct Scratch {
-    /// Input window: K halo values (tokens) then a chunk (channel-first), or K halo rows then
-    /// a tile of token rows of `nc` channels (channel-last).
+    /// Input window: K halo values (tokens) then a chunk (channel-first), or K halo rows then a
+    /// tile of token rows (channel-last; rows `ncp` = block channels rounded up to 8 apart).
     xe: Vec<f32>,
-    /// One output chunk (channel-first) or row (channel-last).
+    /// One output chunk (channel-first) or tile (channel-last).
     o: Vec<f32>,
-    /// Channel-last: the block's weights transposed `[W][nc]` and bias `[nc]`.
+    /// Channel-last: the block's weights transposed `[W][ncp]`, bias `[ncp]`, token masks.
     wt: Vec<f32>,
     bias: Vec<f32>,
+    bits: Vec<u8>,
     ids: Vec<i32>,
     mask: Vec<u8>,
 }
@@ -30,11 +31,13 @@ pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
     let (w, k) = (cv.w, cv.k);
     let scratch = || -> Result<Scratch> {
         Ok(if cv.cl {
+            let ncp = row_stride(cmax);
             Scratch {
-                xe: zeroed((k + cfg.tile) * cmax, "fwd window")?,
-                o: zeroed(cmax, "fwd row")?,
-                wt: zeroed(w * cmax, "fwd weights")?,
-                bias: zeroed(cmax, "fwd bias")?,
+                xe: zeroed((k + cfg.tile) * ncp, "fwd window")?,
+                o: zeroed(cfg.tile * ncp, "fwd tile")?,
+                wt: zeroed(w * ncp, "fwd weights")?,
+                bias: zeroed(ncp, "fwd bias")?,
+                bits: zeroed(cfg.tile, "fwd masks")?,
                 ids: Vec::new(),
                 mask: Vec::new(),
             }
@@ -44,6 +47,7 @@ pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
                 o: zeroed(cfg.chunk.max(k), "fwd chunk")?,
                 wt: Vec::new(),
                 bias: Vec::new(),
+                bits: Vec::new(),
                 ids: Vec::new(),
                 mask: Vec::new(),
             }
@@ -55,9 +59,10 @@ pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
 fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, s: &mut Scratch, job: &Job) -> Result<()> {
     let nc = job.c1 - job.c0;
     if cv.cl {
+        let ncp = row_stride(nc);
         for c in 0..nc {
             for kk in 0..W {
-                s.wt[kk * nc + c] = cv.wf[(job.c0 + c) * W + kk];
+                s.wt[kk * ncp + c] = cv.wf[(job.c0 + c) * W + kk];
             }
             s.bias[c] = cv.bf[job.c0 + c];
         }
@@ -71,10 +76,12 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, s: &mut Scratch, j
         if masked {
             cv.mask(u, &mut s.ids, &mut s.mask)?;
         }
-        let mask = masked.then_some(&s.mask[..]);
         if cv.cl {
-            cl_unit::<W>(cv, p, cfg.tile, &mut s.xe, &mut s.o, &s.wt, &s.bias, mask, u, job.c0, nc);
+            let mask = std::mem::take(&mut s.mask);
+            cl_unit::<W>(cv, p, cfg.tile, s, masked.then_some(&mask[..]), u, job.c0, nc);
+            s.mask = mask;
         } else {
+            let mask = masked.then_some(&s.mask[..]);
             for d in job.c0..job.c1 {
                 match mask {
                     Some(m) => cf_row::<W, true>(cv, p, cfg.chunk, &mut s.xe, &mut s.o, m, u, d),
@@ -155,16 +162,14 @@ fn cf_row<const W: usize, const M: bool>(
     }
 }
 
-/// Channel-last: channels `[c0, c0+nc)` of unit `u`, token by token, `tile` tokens at a time.
+/// Channel-last: channels `[c0, c0+nc)` of unit `u`, a tile of tokens at a time. `xe` holds K
+/// halo rows then the tile's token rows, `ncp` floats apart.
 #[allow(clippy::too_many_arguments)]
 fn cl_unit<const W: usize>(
     cv: &Conv,
     p: &FwdPlan,
     tile: usize,
-    xe: &mut [f32],
-    o: &mut [f32],
-    wt: &[f32],
-    bias: &[f32],
+    s: &mut Scratch,
     mask: Option<&[u8]>,
     u: &Unit,
     c0: usize,
@@ -173,19 +178,18 @@ fn cl_unit<const W: usize>(
     let k = W - 1;
     let inp = cv.inp;
     let c0i = c0 as i64;
-    let xe = &mut xe[..(k + tile) * nc];
-    let o = &mut o[..nc];
-    let bias = &bias[..nc];
+    let ncp = row_stride(nc);
+    let Scratch { xe, o, wt, bias, bits, .. } = s;
+    let row = |i: usize| i * ncp..i * ncp + nc;
     match (&inp.initial_states, u.has_init) {
         (Some(v), true) => {
             for j in 0..k {
                 let off = u.slot * v.stride[0] + c0i * v.stride[1] + j as i64 * v.stride[2];
-                load(v, off, v.stride[1], &mut xe[j * nc..(j + 1) * nc]);
+                load(v, off, v.stride[1], &mut xe[row(j)]);
             }
         }
-        _ => xe[..k * nc].fill(0.0),
+        _ => xe[..k * ncp].fill(0.0),
     }
-    let ws: [&[f32]; W] = from_fn(|kk| &wt[kk * nc..(kk + 1) * nc]);
     let x = &inp.x;
     let xb = u.row * x.stride[0] + c0i * x.stride[1] + u.t0 * x.stride[2];
     let out = &p.out;
@@ -195,22 +199,22 @@ fn cl_unit<const W: usize>(
     while t < u.len {
         let n = (u.len - t).min(tile);
         for i in 0..n {
-            load(x, xb + (t + i) as i64 * x.stride[2], x.stride[1], &mut xe[(k + i) * nc..(k + i + 1) * nc]);
+            load(x, xb + (t + i) as i64 * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
+            bits[i] = mask.map_or(full, |m| m[k + t + i]);
         }
+        let o = &mut o[..n * ncp];
+        cl_tile::<W, false>(o, bias, wt, &xe[..(k + n) * ncp], ncp, &bits[..n]);
+        apply_act(inp.act, o);
         for i in 0..n {
-            let bits = mask.map_or(full, |m| m[k + t + i]);
-            if bits == 0 {
-                o.fill(0.0);
-            } else {
-                let xs: [&[f32]; W] = from_fn(|kk| &xe[(i + kk) * nc..(i + kk + 1) * nc]);
-                cl_row::<W>(o, bias, &ws, &xs, bits);
-                apply_act(inp.act, o);
+            if bits[i] == 0 {
+                o[row(i)].fill(0.0);
             }
-            store(out, ob + (t + i) as i64 * out.stride[2], out.stride[1], o);
+            store(out, ob + (t + i) as i64 * out.stride[2], out.stride[1], &o[row(i)]);
         }
-        xe.copy_within(n * nc..(n + k) * nc, 0);
+        xe.copy_within(n * ncp..(n + k) * ncp, 0);
         t += n;
     }
+    // xe rows 0..K now hold positions len-K .. len.
     if let Some(f) = &p.final_states {
         for j in 0..k {
             let keep = match mask {
@@ -219,7 +223,7 @@ fn cl_unit<const W: usize>(
             };
             let off = u.slot * f.stride[0] + c0i * f.stride[1] + j as i64 * f.stride[2];
             if keep {
-                store(f, off, f.stride[1], &xe[j * nc..(j + 1) * nc]);
+                store(f, off, f.stride[1], &xe[row(j)]);
             } else {
                 store_zeros(f, off, f.stride[1], nc);
             }

@@ -42,7 +42,7 @@ pub(crate) struct Cfg {
 
 impl Cfg {
     pub fn new(threads: usize) -> Cfg {
-        Cfg { threads: threads.max(1), chunk: 2048, tile: 32, block: 256 }
+        Cfg { threads: threads.max(1), chunk: 2048, tile: 16, block: 2048 }
     }
 }
 

@@ -1133,10 +1133,15 @@ fn bench_throughput() {
     let n = b * d * l;
     let bytes = n * 4;
     let threads = super::pool::num_threads();
+    // CCV1D_BENCH_ONLY=cf|cl[-silu] and CCV1D_BENCH_OP=fwd|bwd narrow the run (for profiling;
+    // memcpy is then skipped); CCV1D_BENCH_REPS repetitions (best time kept).
+    let only = std::env::var("CCV1D_BENCH_ONLY").unwrap_or_default();
+    let op = std::env::var("CCV1D_BENCH_OP").unwrap_or_default();
+    let reps: usize = std::env::var("CCV1D_BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
     let best = |f: &mut dyn FnMut()| -> f64 {
         f();
         let mut t = f64::MAX;
-        for _ in 0..7 {
+        for _ in 0..reps {
             let s = Instant::now();
             f();
             t = t.min(s.elapsed().as_secs_f64());
@@ -1145,23 +1150,32 @@ fn bench_throughput() {
     };
     let src = vec![1.0f32; n];
     let mut dst = vec![0.0f32; n];
-    let t1 = best(&mut || dst.copy_from_slice(&src));
+    let best_m = |f: &mut dyn FnMut()| -> f64 { if op.is_empty() { best(f) } else { 1.0 } };
+    let t1 = best_m(&mut || {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    });
     let memcpy1 = 2.0 * bytes as f64 / t1 / 1e9;
     let mut dst2 = vec![0.0f32; n];
-    let t2 = best(&mut || {
+    let t2 = best_m(&mut || {
         std::thread::scope(|sc| {
             let half = n / 2;
             let (a, bb) = dst2.split_at_mut(half);
             let (sa, sb) = src.split_at(half);
-            sc.spawn(|| a.copy_from_slice(sa));
-            bb.copy_from_slice(sb);
-        })
+            sc.spawn(|| a.copy_from_slice(std::hint::black_box(sa)));
+            bb.copy_from_slice(std::hint::black_box(sb));
+        });
+        std::hint::black_box(&mut dst2);
     });
     let memcpy2 = 2.0 * bytes as f64 / t2 / 1e9;
     let memcpy = memcpy1.max(memcpy2);
     println!("memcpy {} MiB: 1 thread {memcpy1:.2} GB/s, 2 threads {memcpy2:.2} GB/s (read+write)", bytes >> 20);
     for (name, lay) in [("channel-first", CF), ("channel-last", CL)] {
         for act in [Act::None, Act::Silu] {
+            let tag = format!("{}{}", if name == "channel-first" { "cf" } else { "cl" }, if act == Act::Silu { "-silu" } else { "" });
+            if !only.is_empty() && only != tag {
+                continue;
+            }
             let mut rng = Rng(5);
             let mut x = Tensor::new(DType::F32, &[b, d, l], lay);
             let mut dout = Tensor::new(DType::F32, &[b, d, l], lay);
@@ -1203,8 +1217,14 @@ fn bench_throughput() {
                 workspace: None,
                 deterministic: true,
             };
-            let tf = best(&mut || super::fwd(&fp).unwrap());
-            let tb = best(&mut || super::bwd(&bp).unwrap());
+            // The production configuration, unless CCV1D_BENCH_TILE / _BLOCK / _CHUNK override it.
+            let mut cfg = Cfg::new(threads);
+            let env = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<usize>().ok());
+            cfg.tile = env("CCV1D_BENCH_TILE").unwrap_or(cfg.tile);
+            cfg.block = env("CCV1D_BENCH_BLOCK").unwrap_or(cfg.block);
+            cfg.chunk = env("CCV1D_BENCH_CHUNK").unwrap_or(cfg.chunk);
+            let tf = if op != "bwd" { best(&mut || fwd::run(&fp, &cfg).unwrap()) } else { f64::NAN };
+            let tb = if op != "fwd" { best(&mut || bwd::run(&bp, &cfg).unwrap()) } else { f64::NAN };
             let gf = 2.0 * bytes as f64 / tf / 1e9;
             let gb = 3.0 * bytes as f64 / tb / 1e9;
             println!(
@@ -1216,4 +1236,19 @@ fn bench_throughput() {
             );
         }
     }
+}
+
+#[test]
+#[ignore]
+fn bench_silu() {
+    let mut v: Vec<f32> = (0..2048).map(|i| (i as f32 - 1024.0) * 0.01).collect();
+    let s = std::time::Instant::now();
+    for _ in 0..8192 {
+        super::math::apply_act(Act::Silu, std::hint::black_box(&mut v));
+        for x in v.iter_mut() {
+            *x = x.min(4.0);
+        }
+    }
+    let ns = s.elapsed().as_secs_f64() * 1e9 / (2048.0 * 8192.0);
+    println!("silu: {ns:.3} ns/elem (incl. a min pass)");
 }

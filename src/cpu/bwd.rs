@@ -155,10 +155,9 @@ fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, j
         }
     }
     if cv.cl {
-        for c in 0..nc {
-            let part = &mut job.part[c * (W + 1)..][..W + 1];
-            for kk in 0..W {
-                part[kk] = s.dw[kk * ncp + c];
+        for (c, part) in job.part.chunks_exact_mut(W + 1).enumerate() {
+            for (kk, pk) in part[..W].iter_mut().enumerate() {
+                *pk = s.dw[kk * ncp + c];
             }
             part[W] = s.db[c];
         }
@@ -293,8 +292,8 @@ fn cf_row<const W: usize, const M: bool>(
             }
         }
     }
-    for kk in 0..W {
-        part[kk] += lanes_total(&dwl[kk]);
+    for (pk, lanes) in part.iter_mut().zip(&dwl) {
+        *pk += lanes_total(lanes);
     }
     part[W] += lanes_total(&dbl);
 }

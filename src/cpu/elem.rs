@@ -8,8 +8,10 @@
 //!   (initial_states == final_states, update's out == x), and the backend reads such a row
 //!   completely before it writes it (see fwd.rs / update.rs);
 //! * worker threads write disjoint elements (each (row, channel) belongs to one job).
+//!
 //! So no element is written by one thread while another reads or writes it, and every
 //! reference built below lives only for the duration of one copy.
+//!
 //! Contiguous runs go through slices (bulk copy / vectorised half conversion) when the address
 //! is aligned for the dtype; anything else uses unaligned single-element reads and writes.
 

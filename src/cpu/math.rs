@@ -6,6 +6,7 @@ use crate::plan::Act;
 /// Cody–Waite range reduction with the Cephes `expf` polynomial; rounding to the nearest integer
 /// by the 1.5·2^23 trick so that everything is plain arithmetic (vectorisable with SSE2).
 #[inline(always)]
+#[allow(clippy::excessive_precision)]
 pub fn exp_f32(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
     let x = x.clamp(-87.0, 88.0);

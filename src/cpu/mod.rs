@@ -6,7 +6,7 @@
 //! * `math`   — vectorisable exp / SiLU;
 //! * `pool`   — thread count (`CCV1D_NUM_THREADS`), job runner, fallible scratch allocation;
 //! * `conv`   — what forward and backward share: sequences ("units"), weights in f32,
-//!              seq_idx masks, job split, and the width-monomorphised inner loops;
+//!   seq_idx masks, job split, and the width-monomorphised inner loops;
 //! * `fwd`, `bwd`, `update` — the three ops.
 //!
 //! Two code paths per op, chosen from x's strides: channel-first (rows of tokens, a sliding

@@ -188,10 +188,9 @@ impl Idx {
         // 1-D (cols == 0): element i at i·step; 2-D: [r, c] at r·stride[0] + c·step.
         let stride = if cols == 0 { [step, 0] } else { [(cols as i64 + pad) * step, step] };
         let pos = |i: usize| -> usize {
-            if cols == 0 {
-                i * step as usize
-            } else {
-                ((i / cols) as i64 * stride[0] + (i % cols) as i64 * stride[1]) as usize
+            match i.checked_div(cols) {
+                None => i * step as usize,
+                Some(r) => (r as i64 * stride[0] + (i % cols) as i64 * stride[1]) as usize,
             }
         };
         let n = vals.len().max(1) * (step as usize) * 2 + 4 + pad as usize * vals.len();
@@ -1129,7 +1128,13 @@ fn fast_exp_accuracy() {
 #[ignore]
 fn bench_throughput() {
     use std::time::Instant;
-    let (b, d, l, w) = (8usize, 2048usize, 1024usize, 4usize);
+    // CCV1D_BENCH_SHAPE=B,D,L,W overrides the default 8×2048×1024, width 4.
+    let shape: Vec<usize> = std::env::var("CCV1D_BENCH_SHAPE")
+        .ok()
+        .map(|s| s.split(',').filter_map(|v| v.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| v.len() == 4)
+        .unwrap_or(vec![8, 2048, 1024, 4]);
+    let (b, d, l, w) = (shape[0], shape[1], shape[2], shape[3]);
     let n = b * d * l;
     let bytes = n * 4;
     let threads = super::pool::num_threads();

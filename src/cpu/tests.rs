@@ -1110,7 +1110,7 @@ fn update_all_variants() {
 
 #[test]
 fn fast_exp_accuracy() {
-    let mut x = -87.0f32;
+    let mut x = -86.0f32;
     let mut worst = 0f64;
     while x < 88.0 {
         let got = super::math::exp_f32(x) as f64;
@@ -1119,6 +1119,13 @@ fn fast_exp_accuracy() {
         x += 0.0137;
     }
     assert!(worst < 4e-7, "fast exp relative error {worst}");
+    // Saturation outside the range: finite, and sigmoid / silu behave.
+    for z in [-1e30f32, -200.0, -87.0, 87.0, 200.0, 1e30] {
+        let s = super::math::sigmoid(z) as f64;
+        let want = 1.0 / (1.0 + (-(z as f64)).exp());
+        assert!((s - want).abs() < 1e-7, "sigmoid({z}) = {s}, want {want}");
+        assert!(super::math::silu(z).is_finite() && super::math::dsilu(z).is_finite());
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

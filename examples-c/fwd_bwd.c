@@ -62,7 +62,7 @@ int main(void) {
   }
 
   /* Naive reference in double. */
-  static double pre[B][L][D], gr[B][L][D];
+  static double gr[B][L][D];
   double err_out = 0, err_dx = 0, err_dw = 0, err_db = 0;
   for (int b = 0; b < B; b++)
     for (int t = 0; t < L; t++)
@@ -70,7 +70,6 @@ int main(void) {
         double z = bias[d];
         for (int k = 0; k < W; k++) z += weight[d * W + k] * xat(x, b, d, t - (W - 1) + k);
         double sg = 1.0 / (1.0 + exp(-z));
-        pre[b][t][d] = z;
         gr[b][t][d] = dout[(b * L + t) * D + d] * sg * (1.0 + z * (1.0 - sg));
         err_out = fmax(err_out, fabs(silu(z) - out[(b * L + t) * D + d]));
       }

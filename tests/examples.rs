@@ -4,12 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// target/<profile>/, where cargo put libcausal_conv1d.so for this test run.
+/// The directory holding the libcausal_conv1d.so built for this test run: target/<profile>/deps
+/// (fresh), else target/<profile>/ (left by `cargo build`).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf(); // target/<profile>/deps/.. 
-    assert!(dir.join("libcausal_conv1d.so").exists(), "no libcausal_conv1d.so in {}", dir.display());
-    dir
+    let deps = exe.parent().unwrap().to_path_buf();
+    let profile = deps.parent().unwrap().to_path_buf();
+    let found = [deps, profile].into_iter().find(|d| d.join("libcausal_conv1d.so").exists());
+    found.unwrap_or_else(|| panic!("no libcausal_conv1d.so next to {}", exe.display()))
 }
 
 fn root() -> &'static Path {
@@ -25,8 +27,15 @@ fn run(cmd: &mut Command) -> String {
 
 /// Compile `src` with `compiler` and `flags`, link the library, run it, return its output.
 fn build_and_run(compiler: &str, flags: &[&str], src: &str, name: &str) -> String {
-    let lib = lib_dir();
     let tmp = std::env::temp_dir().join(format!("ccv1d-example-{}-{name}", std::process::id()));
+    // The library's SONAME is libcausal_conv1d.so.0 (what an install provides): link and run
+    // against a private directory that has both names.
+    let lib = tmp.with_extension("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    for n in ["libcausal_conv1d.so", "libcausal_conv1d.so.0"] {
+        let _ = std::fs::remove_file(lib.join(n));
+        std::os::unix::fs::symlink(lib_dir().join("libcausal_conv1d.so"), lib.join(n)).unwrap();
+    }
     let mut c = Command::new(compiler);
     c.args(flags)
         .arg("-I")
@@ -41,6 +50,7 @@ fn build_and_run(compiler: &str, flags: &[&str], src: &str, name: &str) -> Strin
     run(&mut c);
     let text = run(&mut Command::new(&tmp));
     let _ = std::fs::remove_file(&tmp);
+    let _ = std::fs::remove_dir_all(&lib);
     text
 }
 

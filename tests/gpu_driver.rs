@@ -16,7 +16,7 @@ use causal_conv1d::params::*;
 fn cdylib() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let deps = exe.parent()?;
-    [deps.parent()?, deps].iter().map(|d| d.join("libcausal_conv1d.so")).find(|p| p.exists())
+    [deps, deps.parent()?].iter().map(|d| d.join("libcausal_conv1d.so")).find(|p| p.exists())
 }
 
 fn u16_at(b: &[u8], o: usize) -> usize {

@@ -249,10 +249,12 @@ impl<'a> Row<'a> {
             0.0
         }
     }
-    /// `id(t)`; `t < 0` takes the first token's id. Only called with `len > 0` when seq_idx.
+    /// `id(t)`; `t < 0` takes the first token's id. An empty sequence has no ids: every
+    /// position counts as one sequence (the contract's L = 0 rule: final = initial).
     fn id(&self, t: isize) -> i32 {
         match &self.p.seq_idx {
             None => 0,
+            Some(_) if self.s.len == 0 => 0,
             Some(ids) => {
                 let tt = if t < 0 { 0 } else { t as usize };
                 ids[self.s.row * self.p.seqlen + self.s.start + tt]
@@ -525,9 +527,22 @@ pub fn unit_roundoff(dt: DType) -> f64 {
     }
 }
 
-/// Tolerance of an elementwise output (out, dx, dinitial_states, conv_state, update out) stored
-/// in `dt`, for [`check`]. The library's only rounding steps are an fp32 sum of at most
-/// `W+1 ≤ 9` terms (plus fp32 SiLU) and one final rounding to `dt`:
+/// Half an ulp of `dt` at `v`: the largest error of a correct round-to-nearest of `v` into `dt`
+/// (subnormals included; 0 for values beyond the dtype's range, which must not occur).
+pub fn half_ulp(dt: DType, v: f64) -> f64 {
+    let (mant_bits, min_exp) = match dt {
+        DType::F32 => (23, -126),
+        DType::F16 => (10, -14),
+        DType::BF16 => (7, -126),
+    };
+    let a = v.abs();
+    let e = if a == 0.0 { min_exp } else { (a.log2().floor() as i32).max(min_exp) };
+    2f64.powi(e - mant_bits - 1)
+}
+
+/// Norm tolerance of an elementwise output (out, dx, dinitial_states, update out) stored in
+/// `dt`: ‖got−want‖/‖want‖ must stay below it. The library's only rounding steps are an fp32
+/// sum of at most `W+1 ≤ 9` terms (plus an fp32 SiLU) and one final rounding to `dt`:
 /// - f32: roundoff ≈ 9 · 6e-8 relative to the terms ≈ 1e-6 of the row's scale → 1e-5 (10×);
 /// - f16: the final rounding is ≤ 4.9e-4 relative → 2e-3 (4×);
 /// - bf16: ≤ 3.9e-3 relative → 1.5e-2 (4×).
@@ -539,14 +554,47 @@ pub fn tolerance(dt: DType) -> f64 {
     }
 }
 
-/// Tolerance of a reduction (dweight, dbias) of `n_terms` fp32 products stored in `dt`.
-/// The sum runs in fp32 in an order the oracle does not know. For a sequential sum of `n`
-/// random-sign terms the rounding errors add like a random walk over partial sums of size
-/// `~√i·σ`, giving an error `~u·σ·n/√2` against a result of size `~√n·σ`: relative `u·√(n/2)`
-/// (worst case `u·n`, for a fully correlated order). We allow `8·u_f32·√n` on top of the
-/// elementwise tolerance of `dt` (n = 16384 → 6e-5; blocked/pairwise sums do far better).
+/// Error of the fp32 arithmetic of a reduction of `n_terms` products (dweight, dbias), relative
+/// to the result's scale. The sum runs in fp32 in an order the oracle does not know. For a
+/// sequential sum of `n` random-sign terms the rounding errors add like a random walk over
+/// partial sums of size `~√i·σ`, giving an error `~u·σ·n/√2` against a result of size `~√n·σ`:
+/// relative `u·√(n/2)` (worst case `u·n`, for a fully correlated order). We allow `8·u_f32·√n`
+/// (n = 16384 → 6e-5; blocked or pairwise sums do far better) on top of the elementwise 1e-5.
+pub fn reduce_extra(n_terms: usize) -> f64 {
+    8.0 * unit_roundoff(DType::F32) * (n_terms.max(1) as f64).sqrt()
+}
+
+/// Norm tolerance of a reduction of `n_terms` stored in `dt`: [`tolerance`] + [`reduce_extra`].
 pub fn reduce_tolerance(dt: DType, n_terms: usize) -> f64 {
-    tolerance(dt) + 8.0 * unit_roundoff(DType::F32) * (n_terms.max(1) as f64).sqrt()
+    tolerance(dt) + reduce_extra(n_terms)
+}
+
+/// What [`check`] allows.
+#[derive(Clone, Copy, Debug)]
+pub struct Tol {
+    /// Storage dtype of the output (its final rounding).
+    pub dt: DType,
+    /// Bound of ‖got−want‖₂ / ‖want‖₂.
+    pub rel: f64,
+    /// Error of the fp32 arithmetic, relative to `|want| + rms(want)` (the scale of the terms
+    /// that cancel into a small element).
+    pub acc: f64,
+}
+
+impl Tol {
+    /// Elementwise outputs (≤ 9-term fp32 sums): norm [`tolerance`], fp32 arithmetic 1e-5.
+    pub fn elementwise(dt: DType) -> Tol {
+        Tol { dt, rel: tolerance(dt), acc: 1e-5 }
+    }
+    /// Reductions over `n_terms` tokens (dweight, dbias).
+    pub fn reduction(dt: DType, n_terms: usize) -> Tol {
+        Tol { dt, rel: reduce_tolerance(dt, n_terms), acc: 1e-5 + reduce_extra(n_terms) }
+    }
+    /// The most element `i` may be off: one correct rounding into `dt` (half an ulp, RNE)
+    /// plus the fp32 arithmetic error. A truncating or double-rounding conversion exceeds it.
+    pub fn bound(&self, want: f64, rms: f64) -> f64 {
+        1.001 * half_ulp(self.dt, want) + self.acc * (want.abs() + rms)
+    }
 }
 
 /// Errors of `got` against `want`.
@@ -557,7 +605,7 @@ pub struct ErrStats {
     pub max_abs: f64,
     /// ‖got - want‖₂ / ‖want‖₂ (0 when both are all zero, ∞ when only want is).
     pub rel: f64,
-    /// Worst elementwise ratio |got-want| / (|want| + rms(want)); `check` bounds it by `tol`.
+    /// Worst elementwise |got-want| / allowed (see [`Tol::bound`]); ≤ 1 passes.
     pub max_elem: f64,
     /// Index of the worst element (by `max_elem`).
     pub worst: usize,
@@ -565,7 +613,8 @@ pub struct ErrStats {
     pub want_rms: f64,
 }
 
-pub fn err_stats(got: &[f64], want: &[f64]) -> ErrStats {
+/// Error statistics of `got` against `want` under `tol` (`max_elem` relative to its bound).
+pub fn err_stats(got: &[f64], want: &[f64], tol: &Tol) -> ErrStats {
     assert_eq!(got.len(), want.len(), "err_stats: lengths differ");
     let n = got.len();
     let mut num = 0.0;
@@ -575,28 +624,23 @@ pub fn err_stats(got: &[f64], want: &[f64]) -> ErrStats {
         let e = g - w;
         num += e * e;
         den += w * w;
-        max_abs = if e.abs() > max_abs || e.is_nan() { e.abs() } else { max_abs };
+        if e.is_nan() || e.abs() > max_abs {
+            max_abs = e.abs();
+        }
     }
     let rms = if n == 0 { 0.0 } else { (den / n as f64).sqrt() };
     let mut max_elem: f64 = 0.0;
     let mut worst = 0;
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let scale = w.abs() + rms;
-        let r = if scale == 0.0 {
-            if g == w {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
-            (g - w).abs() / scale
-        };
-        if r.is_nan() || r > max_elem {
-            max_elem = if r.is_nan() { f64::NAN } else { r };
+        let r = (g - w).abs() / tol.bound(w, rms);
+        if r.is_nan() {
+            max_elem = f64::NAN;
             worst = i;
-            if r.is_nan() {
-                break;
-            }
+            break;
+        }
+        if r > max_elem {
+            max_elem = r;
+            worst = i;
         }
     }
     let rel = if den == 0.0 {
@@ -614,11 +658,12 @@ pub fn err_stats(got: &[f64], want: &[f64]) -> ErrStats {
 /// Compare a library output with the oracle:
 /// - every element finite (a NaN means an element was not written over the poison);
 /// - where the oracle is exactly 0 (skipped sequences, padding ids, zero initial-state
-///   gradients) the library must write exactly 0 (the random inputs are never 0, so an exact
-///   zero is structural);
-/// - ‖got−want‖/‖want‖ ≤ tol and every |got−want| ≤ tol·(|want| + rms(want)) (so one wrong
-///   element among many cannot hide in the norm).
-pub fn check(name: &str, got: &[f64], want: &[f64], tol: f64) -> Result<ErrStats, String> {
+///   gradients, empty sums) the library must write exactly 0 (the random inputs are never 0,
+///   so an exact zero is structural);
+/// - ‖got−want‖/‖want‖ ≤ `tol.rel`, and every element within [`Tol::bound`] (one correct
+///   rounding plus fp32 arithmetic: one wrong element among many cannot hide in the norm, and
+///   a truncating conversion fails).
+pub fn check(name: &str, got: &[f64], want: &[f64], tol: &Tol) -> Result<ErrStats, String> {
     if got.len() != want.len() {
         return Err(format!("{name}: {} elements, oracle has {}", got.len(), want.len()));
     }
@@ -634,11 +679,19 @@ pub fn check(name: &str, got: &[f64], want: &[f64], tol: f64) -> Result<ErrStats
     if let Some(i) = (0..got.len()).find(|&i| want[i] == 0.0 && got[i] != 0.0) {
         return Err(format!("{name}: element {i} must be exactly 0 (got {:e})", got[i]));
     }
-    let e = err_stats(got, want);
-    if !(e.rel <= tol) || !(e.max_elem <= tol) {
+    let e = err_stats(got, want, tol);
+    if !(e.rel <= tol.rel) || !(e.max_elem <= 1.0) {
         return Err(format!(
-            "{name}: rel {:.3e}, max_abs {:.3e}, worst element {} (got {:e}, want {:e}, {:.3e} of scale), tolerance {:.1e}",
-            e.rel, e.max_abs, e.worst, got[e.worst], want[e.worst], e.max_elem, tol
+            "{name} ({}): rel {:.3e} (allowed {:.1e}), max_abs {:.3e}, worst element {} got {:e} want {:e} ({:.2}× its bound {:.2e})",
+            tol.dt.name(),
+            e.rel,
+            tol.rel,
+            e.max_abs,
+            e.worst,
+            got[e.worst],
+            want[e.worst],
+            e.max_elem,
+            tol.bound(want[e.worst], e.want_rms)
         ));
     }
     Ok(e)
@@ -709,6 +762,16 @@ mod tests {
         let r = forward(&p);
         assert!(r.out.is_empty());
         close(&r.final_states, &[4.0, 5.0]);
+    }
+
+    #[test]
+    fn bwd_seqlen0_dinit_is_dfinal() {
+        let mut p = base(3, &[], &[1.0, 1.0, 1.0]);
+        p.initial_states = Some(vec![4.0, 5.0]);
+        p.seq_idx = Some(vec![]);
+        let r = backward(&p, &[], Some(&[7.0, 8.0]));
+        close(&r.dinitial_states, &[7.0, 8.0]);
+        close(&r.dweight, &[0.0, 0.0, 0.0]);
     }
 
     #[test]
@@ -986,28 +1049,64 @@ mod tests {
 
     #[test]
     fn check_catches_what_it_should() {
-        let want: Vec<f64> = (0..1000).map(|i| 1.0 + (i % 7) as f64).collect();
+        let want: Vec<f64> = (0..1000).map(|i| round_to(DType::F32, 1.0 + (i % 7) as f64 + 0.123)).collect();
+        let f32t = Tol::elementwise(DType::F32);
         let mut got = want.clone();
-        assert!(check("t", &got, &want, 1e-5).is_ok());
-        // One element off by 1 % passes the norm at bf16 tolerance but not elementwise at f32.
-        got[500] *= 1.01;
-        assert!(check("t", &got, &want, 1e-5).is_err());
-        assert!(check("t", &got, &want, 1.5e-2).is_ok());
+        assert!(check("t", &got, &want, &f32t).is_ok());
+        // One element off by 0.1 % is far inside the norm but not elementwise.
+        got[500] *= 1.001;
+        let e = check("t", &got, &want, &f32t).unwrap_err();
+        assert!(e.contains("worst element 500"), "{e}");
         // A NaN (unwritten) always fails.
         got[500] = f64::NAN;
-        assert!(check("t", &got, &want, 1.0).is_err());
+        assert!(check("t", &got, &want, &Tol { dt: DType::F32, rel: 1.0, acc: 1.0 }).is_err());
         // Structural zeros must be exact.
         let mut want0 = want.clone();
         want0[3] = 0.0;
         let mut got0 = want0.clone();
         got0[3] = 1e-30;
-        assert!(check("t", &got0, &want0, 1e-2).is_err());
+        assert!(check("t", &got0, &want0, &Tol::elementwise(DType::BF16)).is_err());
         // Relative error is ‖a−b‖/‖b‖.
-        let e = err_stats(&[3.0, 4.0 + 0.5], &[3.0, 4.0]);
+        let e = err_stats(&[3.0, 4.0 + 0.5], &[3.0, 4.0], &f32t);
         assert!((e.rel - 0.1).abs() < 1e-15 && (e.max_abs - 0.5).abs() < 1e-15);
-        assert!(err_stats(&[1.0], &[0.0]).rel.is_infinite());
+        assert!(err_stats(&[1.0], &[0.0], &f32t).rel.is_infinite());
         // Reduction tolerance grows with √n.
-        let extra = |n| reduce_tolerance(DType::F32, n) - tolerance(DType::F32);
-        assert!((extra(16384) / extra(1) - 128.0).abs() < 1e-9);
+        assert!((reduce_extra(16384) / reduce_extra(1) - 128.0).abs() < 1e-9);
+        assert!(reduce_tolerance(DType::F32, 16384) > tolerance(DType::F32));
+    }
+
+    /// Correctly rounded low-precision outputs pass; truncated ones (round toward zero, a
+    /// classic bf16 `bits >> 16` bug) fail.
+    #[test]
+    fn check_tells_rounding_from_truncation() {
+        let exact: Vec<f64> = (0..2000).map(|i| ((i as f64) * 0.7548776662).sin() * 3.0 + 0.01).collect();
+        for dt in [DType::F16, DType::BF16] {
+            let tol = Tol::elementwise(dt);
+            let rne = round_all(dt, &exact);
+            assert!(check("rne", &rne, &exact, &tol).is_ok(), "{dt:?}");
+            let trunc: Vec<f64> = exact
+                .iter()
+                .map(|&v| match dt {
+                    DType::BF16 => f32::from_bits((v as f32).to_bits() & 0xFFFF_0000) as f64,
+                    _ => {
+                        let r = round_to(dt, v);
+                        if r.abs() > v.abs() {
+                            r - v.signum() * 2.0 * half_ulp(dt, r.abs() * (1.0 - 1e-12))
+                        } else {
+                            r
+                        }
+                    }
+                })
+                .collect();
+            assert!(check("trunc", &trunc, &exact, &tol).is_err(), "{dt:?} truncation passed");
+            // Both stay inside the documented norm tolerance: only the elementwise bound sees it.
+            assert!(err_stats(&trunc, &exact, &tol).rel < tolerance(dt));
+        }
+        assert_eq!(half_ulp(DType::F16, 1.0), 2f64.powi(-11));
+        assert_eq!(half_ulp(DType::F16, 1.5), 2f64.powi(-11));
+        assert_eq!(half_ulp(DType::F16, 2.0), 2f64.powi(-10));
+        assert_eq!(half_ulp(DType::BF16, 0.75), 2f64.powi(-9));
+        assert_eq!(half_ulp(DType::F16, 1e-7), 2f64.powi(-25));
+        assert_eq!(half_ulp(DType::F32, 1.0), 2f64.powi(-24));
     }
 }

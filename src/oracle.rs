@@ -135,6 +135,9 @@ impl ConvProblem {
 pub struct FwdResult {
     /// `[batch, dim, seqlen]`.
     pub out: Vec<f64>,
+    /// Per element of `out`: the magnitude its rounding errors scale with (see [`Tol::bound`]);
+    /// 0 exactly where `out` is a structural 0.
+    pub out_mag: Vec<f64>,
     /// `[slots, dim, width-1]`; rows of slots not written are 0 here (see `final_written`).
     pub final_states: Vec<f64>,
     /// Per slot: does the call write `final_states[slot]`? Other slots must stay untouched.
@@ -161,6 +164,11 @@ pub struct BwdResult {
     /// `[slots, dim, width-1]`; meaningful where `dinit_written` (needs initial_states).
     pub dinitial_states: Vec<f64>,
     pub dinit_written: Vec<bool>,
+    /// Error magnitudes of each output, element by element (see [`Tol::bound`]).
+    pub dx_mag: Vec<f64>,
+    pub dweight_mag: Vec<f64>,
+    pub dbias_mag: Vec<f64>,
+    pub dinit_mag: Vec<f64>,
 }
 
 impl BwdResult {
@@ -203,6 +211,16 @@ fn act(silu_on: bool, z: f64) -> f64 {
         silu(z)
     } else {
         z
+    }
+}
+
+/// Error magnitude of `act(pre)` when pre's terms sum to `mag` in absolute value: SiLU's
+/// slope is at most 1.1, and its own evaluation adds a few ulps of the result.
+fn act_mag(silu_on: bool, pre: f64, mag: f64) -> f64 {
+    if silu_on {
+        1.1 * mag + silu(pre).abs()
+    } else {
+        mag
     }
 }
 
@@ -264,17 +282,20 @@ impl<'a> Row<'a> {
     fn w(&self, k: usize) -> f64 {
         self.p.weight[self.d * self.p.width + k]
     }
-    /// `pre(t)` for `0 ≤ t < len`.
-    fn pre(&self, t: usize) -> f64 {
+    /// `pre(t)` for `0 ≤ t < len`, and the sum of the absolute values of its terms.
+    fn pre(&self, t: usize) -> (f64, f64) {
         let it = self.id(t as isize);
-        let mut acc = self.p.bias.as_ref().map_or(0.0, |b| b[self.d]);
+        let b = self.p.bias.as_ref().map_or(0.0, |b| b[self.d]);
+        let (mut acc, mut mag) = (b, b.abs());
         for kk in 0..self.p.width {
             let src = t as isize - self.k as isize + kk as isize;
             if self.id(src) == it {
-                acc += self.w(kk) * self.xe(src);
+                let term = self.w(kk) * self.xe(src);
+                acc += term;
+                mag += term.abs();
             }
         }
-        acc
+        (acc, mag)
     }
     /// Does position `p ∈ [len-K, len)` feed the final state? (the contract's final-state rule)
     fn feeds_final(&self, p: isize) -> bool {
@@ -284,12 +305,18 @@ impl<'a> Row<'a> {
         let last = self.id(self.s.len as isize - 1);
         last >= 0 && self.id(p) == last
     }
-    /// `g(t) = id(t) < 0 ? 0 : dout · act'(pre(t))`.
-    fn g(&self, t: usize, dout: &[f64]) -> f64 {
+    /// `g(t) = id(t) < 0 ? 0 : dout · act'(pre(t))`, and its error magnitude: an fp32 error
+    /// `δ` of pre moves `act'` by at most `|act''|·δ ≤ 0.5·δ` (SiLU), so
+    /// `|dout|·(|act'(pre)| + 0.5·mag(pre))`.
+    fn g(&self, t: usize, dout: &[f64]) -> (f64, f64) {
         if self.id(t as isize) < 0 {
-            0.0
+            (0.0, 0.0)
         } else {
-            dout[self.x_index(t)] * act_grad(self.p.silu, self.pre(t))
+            let (pre, mag) = self.pre(t);
+            let dy = dout[self.x_index(t)];
+            let ag = act_grad(self.p.silu, pre);
+            let gmag = if self.p.silu { dy.abs() * (ag.abs() + 0.5 * mag) } else { dy.abs() };
+            (dy * ag, gmag)
         }
     }
 }
@@ -304,6 +331,7 @@ pub fn forward(p: &ConvProblem) -> FwdResult {
     let (d_n, l_n, k) = (p.dim, p.seqlen, p.k());
     let slots = p.slots();
     let mut out = vec![0.0; p.batch * d_n * l_n];
+    let mut out_mag = vec![0.0; p.batch * d_n * l_n];
     let mut final_states = vec![0.0; slots * d_n * k];
     let mut final_written = vec![false; slots];
     for s in p.seqs() {
@@ -311,7 +339,11 @@ pub fn forward(p: &ConvProblem) -> FwdResult {
         for d in 0..d_n {
             let r = Row { p, s, d, k };
             for t in 0..s.len {
-                out[r.x_index(t)] = if r.id(t as isize) < 0 { 0.0 } else { act(p.silu, r.pre(t)) };
+                if r.id(t as isize) >= 0 {
+                    let (pre, mag) = r.pre(t);
+                    out[r.x_index(t)] = act(p.silu, pre);
+                    out_mag[r.x_index(t)] = act_mag(p.silu, pre, mag);
+                }
             }
             for j in 0..k {
                 let pos = s.len as isize - k as isize + j as isize;
@@ -320,7 +352,7 @@ pub fn forward(p: &ConvProblem) -> FwdResult {
         }
         final_written[slot] = true;
     }
-    FwdResult { out, final_states, final_written }
+    FwdResult { out, out_mag, final_states, final_written }
 }
 
 /// Backward per docs/semantics.md ("Backward"). `dout` is `[batch, dim, seqlen]`,
@@ -338,32 +370,41 @@ pub fn backward(p: &ConvProblem, dout: &[f64], dfinal_states: Option<&[f64]>) ->
     let mut dbias = vec![0.0; d_n];
     let mut dinit = vec![0.0; slots * d_n * k];
     let mut dinit_written = vec![false; slots];
+    let mut dx_mag = vec![0.0; dx.len()];
+    let mut dweight_mag = vec![0.0; dweight.len()];
+    let mut dbias_mag = vec![0.0; dbias.len()];
+    let mut dinit_mag = vec![0.0; dinit.len()];
     for s in p.seqs() {
         let Some(slot) = s.slot else { continue };
         for d in 0..d_n {
             let r = Row { p, s, d, k };
-            let g: Vec<f64> = (0..s.len).map(|t| r.g(t, dout)).collect();
+            let (g, gmag): (Vec<f64>, Vec<f64>) = (0..s.len).map(|t| r.g(t, dout)).unzip();
             // dx / dinitial_states: every position p ∈ [-K, len).
             for pos in -(k as isize)..s.len as isize {
                 let ip = r.id(pos);
-                let mut acc = 0.0;
+                let (mut acc, mut mag) = (0.0, 0.0);
                 for kk in 0..w_n {
                     let q = pos + k as isize - kk as isize;
                     if q >= 0 && (q as usize) < s.len && r.id(q) == ip {
                         acc += r.w(kk) * g[q as usize];
+                        mag += r.w(kk).abs() * gmag[q as usize];
                     }
                 }
                 let first_final = s.len as isize - k as isize;
                 if let Some(df) = dfinal_states {
                     if pos >= first_final && r.feeds_final(pos) {
-                        acc += df[r.state_index((pos - first_final) as usize)];
+                        let v = df[r.state_index((pos - first_final) as usize)];
+                        acc += v;
+                        mag += v.abs();
                     }
                 }
                 if pos >= 0 {
                     dx[r.x_index(pos as usize)] = acc;
-                } else if p.initial_states.is_some() {
+                    dx_mag[r.x_index(pos as usize)] = mag;
+                } else if p.initial_states.is_some() && s.has_init {
                     let j = (pos + k as isize) as usize;
-                    dinit[r.state_index(j)] = if s.has_init { acc } else { 0.0 };
+                    dinit[r.state_index(j)] = acc;
+                    dinit_mag[r.state_index(j)] = mag;
                 }
             }
             // dweight / dbias.
@@ -372,17 +413,20 @@ pub fn backward(p: &ConvProblem, dout: &[f64], dfinal_states: Option<&[f64]>) ->
                 for kk in 0..w_n {
                     let src = t as isize - k as isize + kk as isize;
                     if r.id(src) == it {
-                        dweight[d * w_n + kk] += g[t] * r.xe(src);
+                        let xe = r.xe(src);
+                        dweight[d * w_n + kk] += g[t] * xe;
+                        dweight_mag[d * w_n + kk] += gmag[t] * xe.abs();
                     }
                 }
                 dbias[d] += g[t];
+                dbias_mag[d] += gmag[t];
             }
         }
         if p.initial_states.is_some() {
             dinit_written[slot] = true;
         }
     }
-    BwdResult { dx, dweight, dbias, dinitial_states: dinit, dinit_written }
+    BwdResult { dx, dweight, dbias, dinitial_states: dinit, dinit_written, dx_mag, dweight_mag, dbias_mag, dinit_mag }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -429,6 +473,8 @@ impl UpdateProblem {
 pub struct UpdateResult {
     /// `[batch, dim, seqlen]`.
     pub out: Vec<f64>,
+    /// Error magnitude of each element of `out` (see [`Tol::bound`]).
+    pub out_mag: Vec<f64>,
     /// `[slots, dim, state_len]` after the call (slots not written keep their content).
     pub conv_state: Vec<f64>,
     /// Per slot: written by the call.
@@ -445,6 +491,7 @@ pub fn update(p: &UpdateProblem) -> UpdateResult {
     assert_eq!(p.weight.len(), d_n * w_n, "oracle: weight size");
     assert_eq!(p.conv_state.len(), slots * d_n * sl, "oracle: conv_state size");
     let mut out = vec![0.0; b_n * d_n * s_n];
+    let mut out_mag = vec![0.0; b_n * d_n * s_n];
     let mut state = p.conv_state.clone();
     let mut written = vec![false; slots];
     for b in 0..b_n {
@@ -462,15 +509,18 @@ pub fn update(p: &UpdateProblem) -> UpdateResult {
             let bias = p.bias.as_ref().map_or(0.0, |v| v[d]);
             let w = &p.weight[d * w_n..(d + 1) * w_n];
             let o = &mut out[(b * d_n + d) * s_n..(b * d_n + d + 1) * s_n];
+            let om = &mut out_mag[(b * d_n + d) * s_n..(b * d_n + d + 1) * s_n];
             match &p.cache_seqlens {
                 None => {
                     let win: Vec<f64> = st.iter().chain(xr.iter()).copied().collect();
                     for s in 0..s_n {
-                        let mut acc = bias;
+                        let (mut acc, mut mag) = (bias, bias.abs());
                         for kk in 0..w_n {
                             acc += w[kk] * win[sl + s - k + kk];
+                            mag += (w[kk] * win[sl + s - k + kk]).abs();
                         }
                         o[s] = act(p.silu, acc);
+                        om[s] = act_mag(p.silu, acc, mag);
                     }
                     st.copy_from_slice(&win[s_n..]);
                 }
@@ -480,11 +530,13 @@ pub fn update(p: &UpdateProblem) -> UpdateResult {
                         (0..k).map(|j| st[(c - k as i64 + j as i64).rem_euclid(sl as i64) as usize]).collect();
                     let cat: Vec<f64> = prev.iter().chain(xr.iter()).copied().collect();
                     for s in 0..s_n {
-                        let mut acc = bias;
+                        let (mut acc, mut mag) = (bias, bias.abs());
                         for kk in 0..w_n {
                             acc += w[kk] * cat[s + kk];
+                            mag += (w[kk] * cat[s + kk]).abs();
                         }
                         o[s] = act(p.silu, acc);
+                        om[s] = act_mag(p.silu, acc, mag);
                     }
                     for s in 0..s_n {
                         st[(c + s as i64).rem_euclid(sl as i64) as usize] = xr[s];
@@ -493,7 +545,7 @@ pub fn update(p: &UpdateProblem) -> UpdateResult {
             }
         }
     }
-    UpdateResult { out, conv_state: state, written }
+    UpdateResult { out, out_mag, conv_state: state, written }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -535,17 +587,20 @@ pub fn half_ulp(dt: DType, v: f64) -> f64 {
         DType::F16 => (10, -14),
         DType::BF16 => (7, -126),
     };
-    let a = v.abs();
-    let e = if a == 0.0 { min_exp } else { (a.log2().floor() as i32).max(min_exp) };
-    2f64.powi(e - mant_bits - 1)
+    // Binary exponent of |v| from its bits (v is a normal f64 or 0 here).
+    let biased = ((v.to_bits() >> 52) & 0x7ff) as i32;
+    let e = if biased == 0 { min_exp } else { (biased - 1023).max(min_exp) };
+    f64::from_bits(((e - mant_bits - 1 + 1023) as u64) << 52)
 }
 
-/// Norm tolerance of an elementwise output (out, dx, dinitial_states, update out) stored in
-/// `dt`: ‖got−want‖/‖want‖ must stay below it. The library's only rounding steps are an fp32
-/// sum of at most `W+1 ≤ 9` terms (plus an fp32 SiLU) and one final rounding to `dt`:
-/// - f32: roundoff ≈ 9 · 6e-8 relative to the terms ≈ 1e-6 of the row's scale → 1e-5 (10×);
+/// Norm tolerance (‖got−want‖/‖want‖) of an output stored in `dt`, the per-dtype figure of
+/// merit. The library's only rounding steps are fp32 arithmetic and one final rounding to
+/// `dt`, so the norm error is about half an ulp of `dt` (RMS well below it):
+/// - f32: fp32 sums of ≤ 9 terms ≈ 1e-6 of the terms → 1e-5;
 /// - f16: the final rounding is ≤ 4.9e-4 relative → 2e-3 (4×);
 /// - bf16: ≤ 3.9e-3 relative → 1.5e-2 (4×).
+/// Sums that cancel can exceed it relative to the result but not relative to their terms:
+/// [`check`] adds the fp32 allowance of [`Tol::bound`] to the norm as well.
 pub fn tolerance(dt: DType) -> f64 {
     match dt {
         DType::F32 => 1e-5,
@@ -554,19 +609,23 @@ pub fn tolerance(dt: DType) -> f64 {
     }
 }
 
-/// Error of the fp32 arithmetic of a reduction of `n_terms` products (dweight, dbias), relative
-/// to the result's scale. The sum runs in fp32 in an order the oracle does not know. For a
-/// sequential sum of `n` random-sign terms the rounding errors add like a random walk over
-/// partial sums of size `~√i·σ`, giving an error `~u·σ·n/√2` against a result of size `~√n·σ`:
-/// relative `u·√(n/2)` (worst case `u·n`, for a fully correlated order). We allow `8·u_f32·√n`
-/// (n = 16384 → 6e-5; blocked or pairwise sums do far better) on top of the elementwise 1e-5.
-pub fn reduce_extra(n_terms: usize) -> f64 {
-    8.0 * unit_roundoff(DType::F32) * (n_terms.max(1) as f64).sqrt()
+/// fp32 arithmetic allowance of an elementwise output, relative to the magnitude of its terms
+/// (`mag` = Σ|terms|, propagated through SiLU): a sum of ≤ 9 products errs by at most 9·u of
+/// `mag`; SiLU, `exp` (also fast-math `__expf`, a few ulps) and the `dout·act'` product add a
+/// few more. 128·u ≈ 7.6e-6 leaves room for any fp32 evaluation order and for fast `exp`.
+pub fn elementwise_acc() -> f64 {
+    128.0 * unit_roundoff(DType::F32)
 }
 
-/// Norm tolerance of a reduction of `n_terms` stored in `dt`: [`tolerance`] + [`reduce_extra`].
-pub fn reduce_tolerance(dt: DType, n_terms: usize) -> f64 {
-    tolerance(dt) + reduce_extra(n_terms)
+/// fp32 allowance of a reduction over `n_terms` tokens (dweight, dbias), relative to `mag`.
+/// The sum runs in fp32 in an order the oracle does not know. With random-sign terms the
+/// rounding errors of a sequential sum grow like a random walk over partial sums of size
+/// `~√i·σ`, i.e. `~u·σ·n/√2`, while `mag ≈ 0.8·n·σ`: about `u` of `mag` whatever `n`; with
+/// terms of one sign the partial sums grow like `i`, giving `~u·√(n/3)` of `mag`. We allow
+/// [`elementwise_acc`] + `4·u·√n` (n = 16384 → 3.8e-5 of `mag`; blocked or pairwise sums do far
+/// better).
+pub fn reduction_acc(n_terms: usize) -> f64 {
+    elementwise_acc() + 4.0 * unit_roundoff(DType::F32) * (n_terms.max(1) as f64).sqrt()
 }
 
 /// What [`check`] allows.
@@ -574,26 +633,25 @@ pub fn reduce_tolerance(dt: DType, n_terms: usize) -> f64 {
 pub struct Tol {
     /// Storage dtype of the output (its final rounding).
     pub dt: DType,
-    /// Bound of ‖got−want‖₂ / ‖want‖₂.
+    /// Norm tolerance: ‖got−want‖₂ ≤ rel·‖want‖₂ + acc·‖mag‖₂.
     pub rel: f64,
-    /// Error of the fp32 arithmetic, relative to `|want| + rms(want)` (the scale of the terms
-    /// that cancel into a small element).
+    /// fp32 arithmetic error allowed, relative to each element's `mag`.
     pub acc: f64,
 }
 
 impl Tol {
-    /// Elementwise outputs (≤ 9-term fp32 sums): norm [`tolerance`], fp32 arithmetic 1e-5.
+    /// Elementwise outputs (out, dx, dinitial_states, update out).
     pub fn elementwise(dt: DType) -> Tol {
-        Tol { dt, rel: tolerance(dt), acc: 1e-5 }
+        Tol { dt, rel: tolerance(dt), acc: elementwise_acc() }
     }
     /// Reductions over `n_terms` tokens (dweight, dbias).
     pub fn reduction(dt: DType, n_terms: usize) -> Tol {
-        Tol { dt, rel: reduce_tolerance(dt, n_terms), acc: 1e-5 + reduce_extra(n_terms) }
+        Tol { dt, rel: tolerance(dt), acc: reduction_acc(n_terms) }
     }
-    /// The most element `i` may be off: one correct rounding into `dt` (half an ulp, RNE)
-    /// plus the fp32 arithmetic error. A truncating or double-rounding conversion exceeds it.
-    pub fn bound(&self, want: f64, rms: f64) -> f64 {
-        1.001 * half_ulp(self.dt, want) + self.acc * (want.abs() + rms)
+    /// The most one element may be off: one correct rounding into `dt` (half an ulp, nearest
+    /// even) plus the fp32 arithmetic error `acc·mag`. A truncating conversion exceeds it.
+    pub fn bound(&self, want: f64, mag: f64) -> f64 {
+        1.001 * half_ulp(self.dt, want) + self.acc * mag
     }
 }
 
@@ -605,40 +663,29 @@ pub struct ErrStats {
     pub max_abs: f64,
     /// ‖got - want‖₂ / ‖want‖₂ (0 when both are all zero, ∞ when only want is).
     pub rel: f64,
-    /// Worst elementwise |got-want| / allowed (see [`Tol::bound`]); ≤ 1 passes.
+    /// Worst elementwise |got-want| / [`Tol::bound`]; ≤ 1 passes.
     pub max_elem: f64,
     /// Index of the worst element (by `max_elem`).
     pub worst: usize,
-    /// RMS of want.
-    pub want_rms: f64,
 }
 
-/// Error statistics of `got` against `want` under `tol` (`max_elem` relative to its bound).
-pub fn err_stats(got: &[f64], want: &[f64], tol: &Tol) -> ErrStats {
-    assert_eq!(got.len(), want.len(), "err_stats: lengths differ");
+/// Error statistics of `got` against `want` (`mag`: per-element error magnitudes).
+pub fn err_stats(got: &[f64], want: &[f64], mag: &[f64], tol: &Tol) -> ErrStats {
+    assert!(got.len() == want.len() && mag.len() == want.len(), "err_stats: lengths differ");
     let n = got.len();
-    let mut num = 0.0;
-    let mut den = 0.0;
+    let (mut num, mut den) = (0.0, 0.0);
     let mut max_abs: f64 = 0.0;
-    for (&g, &w) in got.iter().zip(want) {
-        let e = g - w;
+    let mut max_elem: f64 = 0.0;
+    let mut worst = 0;
+    for i in 0..n {
+        let e = got[i] - want[i];
         num += e * e;
-        den += w * w;
+        den += want[i] * want[i];
         if e.is_nan() || e.abs() > max_abs {
             max_abs = e.abs();
         }
-    }
-    let rms = if n == 0 { 0.0 } else { (den / n as f64).sqrt() };
-    let mut max_elem: f64 = 0.0;
-    let mut worst = 0;
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let r = (g - w).abs() / tol.bound(w, rms);
-        if r.is_nan() {
-            max_elem = f64::NAN;
-            worst = i;
-            break;
-        }
-        if r > max_elem {
+        let r = e.abs() / tol.bound(want[i], mag[i]);
+        if r.is_nan() || r > max_elem {
             max_elem = r;
             worst = i;
         }
@@ -652,19 +699,20 @@ pub fn err_stats(got: &[f64], want: &[f64], tol: &Tol) -> ErrStats {
     } else {
         (num / den).sqrt()
     };
-    ErrStats { n, max_abs, rel, max_elem, worst, want_rms: rms }
+    ErrStats { n, max_abs, rel, max_elem, worst }
 }
 
-/// Compare a library output with the oracle:
+/// Compare a library output with the oracle (`mag` from the oracle's result):
 /// - every element finite (a NaN means an element was not written over the poison);
-/// - where the oracle is exactly 0 (skipped sequences, padding ids, zero initial-state
-///   gradients, empty sums) the library must write exactly 0 (the random inputs are never 0,
-///   so an exact zero is structural);
-/// - ‖got−want‖/‖want‖ ≤ `tol.rel`, and every element within [`Tol::bound`] (one correct
-///   rounding plus fp32 arithmetic: one wrong element among many cannot hide in the norm, and
-///   a truncating conversion fails).
-pub fn check(name: &str, got: &[f64], want: &[f64], tol: &Tol) -> Result<ErrStats, String> {
-    if got.len() != want.len() {
+/// - where the oracle has no terms at all (`mag == 0`: skipped sequences, padding ids,
+///   initial-state gradients without an initial state, empty sums) the library must write
+///   exactly 0;
+/// - every element within [`Tol::bound`] (one correct rounding plus fp32 arithmetic, relative
+///   to the element's own terms: one wrong element among many cannot hide in a norm, a
+///   truncating conversion fails, and a sum that cancels is judged against its terms);
+/// - ‖got−want‖₂ ≤ `rel`·‖want‖₂ + `acc`·‖mag‖₂.
+pub fn check(name: &str, got: &[f64], want: &[f64], mag: &[f64], tol: &Tol) -> Result<ErrStats, String> {
+    if got.len() != want.len() || mag.len() != want.len() {
         return Err(format!("{name}: {} elements, oracle has {}", got.len(), want.len()));
     }
     if let Some(i) = got.iter().position(|g| !g.is_finite()) {
@@ -676,13 +724,16 @@ pub fn check(name: &str, got: &[f64], want: &[f64], tol: &Tol) -> Result<ErrStat
             want[i]
         ));
     }
-    if let Some(i) = (0..got.len()).find(|&i| want[i] == 0.0 && got[i] != 0.0) {
-        return Err(format!("{name}: element {i} must be exactly 0 (got {:e})", got[i]));
+    if let Some(i) = (0..got.len()).find(|&i| mag[i] == 0.0 && got[i] != 0.0) {
+        return Err(format!("{name}: element {i} has no terms and must be exactly 0 (got {:e})", got[i]));
     }
-    let e = err_stats(got, want, tol);
-    if !(e.rel <= tol.rel) || !(e.max_elem <= 1.0) {
+    let e = err_stats(got, want, mag, tol);
+    let norm = |v: &mut dyn Iterator<Item = f64>| v.map(|x| x * x).sum::<f64>().sqrt();
+    let err_norm = norm(&mut got.iter().zip(want).map(|(g, w)| g - w));
+    let allowed = tol.rel * norm(&mut want.iter().copied()) + tol.acc * norm(&mut mag.iter().copied());
+    if !(e.max_elem <= 1.0) || !(err_norm <= allowed) {
         return Err(format!(
-            "{name} ({}): rel {:.3e} (allowed {:.1e}), max_abs {:.3e}, worst element {} got {:e} want {:e} ({:.2}× its bound {:.2e})",
+            "{name} ({}): rel {:.3e} (norm tolerance {:.1e}), max_abs {:.3e}, worst element {}: got {:e} want {:e} = {:.2}× its bound {:.2e} (mag {:.2e})",
             tol.dt.name(),
             e.rel,
             tol.rel,
@@ -691,7 +742,8 @@ pub fn check(name: &str, got: &[f64], want: &[f64], tol: &Tol) -> Result<ErrStat
             got[e.worst],
             want[e.worst],
             e.max_elem,
-            tol.bound(want[e.worst], e.want_rms)
+            tol.bound(want[e.worst], mag[e.worst]),
+            mag[e.worst]
         ));
     }
     Ok(e)
@@ -1050,40 +1102,48 @@ mod tests {
     #[test]
     fn check_catches_what_it_should() {
         let want: Vec<f64> = (0..1000).map(|i| round_to(DType::F32, 1.0 + (i % 7) as f64 + 0.123)).collect();
+        let mag: Vec<f64> = want.iter().map(|w| 3.0 * w.abs()).collect();
         let f32t = Tol::elementwise(DType::F32);
         let mut got = want.clone();
-        assert!(check("t", &got, &want, &f32t).is_ok());
-        // One element off by 0.1 % is far inside the norm but not elementwise.
-        got[500] *= 1.001;
-        let e = check("t", &got, &want, &f32t).unwrap_err();
+        assert!(check("t", &got, &want, &mag, &f32t).is_ok());
+        // One element off by 0.01 % is far inside the norm but not elementwise.
+        got[500] *= 1.0001;
+        let e = check("t", &got, &want, &mag, &f32t).unwrap_err();
         assert!(e.contains("worst element 500"), "{e}");
         // A NaN (unwritten) always fails.
         got[500] = f64::NAN;
-        assert!(check("t", &got, &want, &Tol { dt: DType::F32, rel: 1.0, acc: 1.0 }).is_err());
-        // Structural zeros must be exact.
-        let mut want0 = want.clone();
-        want0[3] = 0.0;
+        assert!(check("t", &got, &want, &mag, &Tol { dt: DType::F32, rel: 1.0, acc: 1.0 }).is_err());
+        // Elements without terms must be exactly 0.
+        let (mut want0, mut mag0) = (want.clone(), mag.clone());
+        (want0[3], mag0[3]) = (0.0, 0.0);
         let mut got0 = want0.clone();
         got0[3] = 1e-30;
-        assert!(check("t", &got0, &want0, &Tol::elementwise(DType::BF16)).is_err());
+        assert!(check("t", &got0, &want0, &mag0, &Tol::elementwise(DType::BF16)).is_err());
+        got0[3] = -0.0;
+        assert!(check("t", &got0, &want0, &mag0, &Tol::elementwise(DType::BF16)).is_ok());
+        // A sum that cancels is judged against its terms: want 1e-3 from terms of size 100.
+        let t = Tol::reduction(DType::F32, 1000);
+        assert!(check("t", &[1e-3 + 1e-4], &[1e-3], &[100.0], &t).is_ok());
+        assert!(check("t", &[1e-3 + 1e-1], &[1e-3], &[100.0], &t).is_err());
         // Relative error is ‖a−b‖/‖b‖.
-        let e = err_stats(&[3.0, 4.0 + 0.5], &[3.0, 4.0], &f32t);
+        let e = err_stats(&[3.0, 4.0 + 0.5], &[3.0, 4.0], &[3.0, 4.0], &f32t);
         assert!((e.rel - 0.1).abs() < 1e-15 && (e.max_abs - 0.5).abs() < 1e-15);
-        assert!(err_stats(&[1.0], &[0.0], &f32t).rel.is_infinite());
-        // Reduction tolerance grows with √n.
-        assert!((reduce_extra(16384) / reduce_extra(1) - 128.0).abs() < 1e-9);
-        assert!(reduce_tolerance(DType::F32, 16384) > tolerance(DType::F32));
+        assert!(err_stats(&[1.0], &[0.0], &[1.0], &f32t).rel.is_infinite());
+        // The reduction allowance grows with √n.
+        let extra = |n| reduction_acc(n) - elementwise_acc();
+        assert!((extra(16384) / extra(1) - 128.0).abs() < 1e-9);
     }
 
     /// Correctly rounded low-precision outputs pass; truncated ones (round toward zero, a
-    /// classic bf16 `bits >> 16` bug) fail.
+    /// classic bf16 `bits >> 16` bug) fail, although both are inside the norm tolerance.
     #[test]
     fn check_tells_rounding_from_truncation() {
         let exact: Vec<f64> = (0..2000).map(|i| ((i as f64) * 0.7548776662).sin() * 3.0 + 0.01).collect();
+        let mag: Vec<f64> = exact.iter().map(|v| 2.0 * v.abs() + 1.0).collect();
         for dt in [DType::F16, DType::BF16] {
             let tol = Tol::elementwise(dt);
             let rne = round_all(dt, &exact);
-            assert!(check("rne", &rne, &exact, &tol).is_ok(), "{dt:?}");
+            assert!(check("rne", &rne, &exact, &mag, &tol).is_ok(), "{dt:?}");
             let trunc: Vec<f64> = exact
                 .iter()
                 .map(|&v| match dt {
@@ -1098,9 +1158,8 @@ mod tests {
                     }
                 })
                 .collect();
-            assert!(check("trunc", &trunc, &exact, &tol).is_err(), "{dt:?} truncation passed");
-            // Both stay inside the documented norm tolerance: only the elementwise bound sees it.
-            assert!(err_stats(&trunc, &exact, &tol).rel < tolerance(dt));
+            assert!(check("trunc", &trunc, &exact, &mag, &tol).is_err(), "{dt:?} truncation passed");
+            assert!(err_stats(&trunc, &exact, &mag, &tol).rel < tolerance(dt));
         }
         assert_eq!(half_ulp(DType::F16, 1.0), 2f64.powi(-11));
         assert_eq!(half_ulp(DType::F16, 1.5), 2f64.powi(-11));
@@ -1108,5 +1167,31 @@ mod tests {
         assert_eq!(half_ulp(DType::BF16, 0.75), 2f64.powi(-9));
         assert_eq!(half_ulp(DType::F16, 1e-7), 2f64.powi(-25));
         assert_eq!(half_ulp(DType::F32, 1.0), 2f64.powi(-24));
+    }
+
+    /// The error magnitudes: Σ|terms| by hand, and 0 exactly where an output has no terms.
+    #[test]
+    fn magnitudes_by_hand() {
+        // out[t] = 1 + 2·x[t-1] + 3·x[t], x = [1, -2]: mags 1+0+3, 1+2+6.
+        let mut p = base(2, &[1.0, -2.0], &[2.0, 3.0]);
+        p.bias = Some(vec![1.0]);
+        let r = forward(&p);
+        close(&r.out, &[4.0, -3.0]);
+        close(&r.out_mag, &[4.0, 9.0]);
+        // Backward, dout = [1, -1]: g = dout; dx[0] = 2·g1 + 3·g0 (mag 5), dx[1] = 3·g1 (mag 3);
+        // dweight[0] = g1·x0 (mag 1), dweight[1] = g0·x0 + g1·x1 (mag 3); dbias mag 2.
+        let b = backward(&p, &[1.0, -1.0], None);
+        close(&b.dx, &[1.0, -3.0]);
+        close(&b.dx_mag, &[5.0, 3.0]);
+        close(&b.dweight, &[-1.0, 3.0]);
+        close(&b.dweight_mag, &[1.0, 3.0]);
+        close(&b.dbias_mag, &[2.0]);
+        // Padding ids and skipped sequences have no terms.
+        p.seq_idx = Some(vec![0, -1]);
+        let r = forward(&p);
+        close(&r.out_mag[1..], &[0.0]);
+        let b = backward(&p, &[1.0, -1.0], None);
+        // dx[1] gets nothing: its only reader t=1 is padding.
+        close(&b.dx_mag[1..], &[0.0]);
     }
 }

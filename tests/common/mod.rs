@@ -377,23 +377,29 @@ impl Tensor {
         self.buf.borrow().nbytes
     }
 
-    /// Element offsets (in elements of `dt`) of every logical element, row-major.
-    pub fn offsets(&self) -> Vec<usize> {
-        let n = self.numel();
-        let mut v = Vec::with_capacity(n);
+    /// Call `f` with the offset (in elements of `dt`) of every logical element, row-major.
+    pub fn visit(&self, mut f: impl FnMut(usize)) {
+        let mut sh = [1usize; 3];
+        let mut st = [0i64; 3];
         let nd = self.shape.len();
-        let mut idx = vec![0usize; nd];
-        for _ in 0..n {
-            let off = self.offset as i64 + idx.iter().zip(&self.strides).map(|(&i, &s)| i as i64 * s).sum::<i64>();
-            v.push(off as usize);
-            for d in (0..nd).rev() {
-                idx[d] += 1;
-                if idx[d] < self.shape[d] {
-                    break;
+        sh[3 - nd..].copy_from_slice(&self.shape);
+        st[3 - nd..].copy_from_slice(&self.strides);
+        let base = self.offset as i64;
+        for i in 0..sh[0] {
+            let o0 = base + i as i64 * st[0];
+            for j in 0..sh[1] {
+                let o1 = o0 + j as i64 * st[1];
+                for k in 0..sh[2] {
+                    f((o1 + k as i64 * st[2]) as usize);
                 }
-                idx[d] = 0;
             }
         }
+    }
+
+    /// Element offsets of every logical element, row-major.
+    pub fn offsets(&self) -> Vec<usize> {
+        let mut v = Vec::with_capacity(self.numel());
+        self.visit(|o| v.push(o));
         v
     }
 
@@ -423,7 +429,9 @@ impl Tensor {
     pub fn to_f64(&self) -> Vec<f64> {
         let buf = self.buf.borrow();
         let b = buf.bytes();
-        self.offsets().into_iter().map(|o| Self::read_at(self.dt, b, o)).collect()
+        let mut v = Vec::with_capacity(self.numel());
+        self.visit(|o| v.push(Self::read_at(self.dt, b, o)));
+        v
     }
     pub fn to_i32(&self) -> Vec<i32> {
         self.to_f64().into_iter().map(|v| v as i32).collect()
@@ -431,24 +439,29 @@ impl Tensor {
     /// Store logical values (rounded to nearest-even into the dtype).
     pub fn set_f64(&self, vals: &[f64]) {
         assert_eq!(vals.len(), self.numel(), "set_f64: size");
+        self.set_with(|i| vals[i]);
+    }
+    /// Store `f(i)` into logical element `i` (row-major), rounded into the dtype.
+    pub fn set_with(&self, mut f: impl FnMut(usize) -> f64) {
         let mut buf = self.buf.borrow_mut();
         let b = buf.bytes_mut();
-        for (o, &v) in self.offsets().into_iter().zip(vals) {
-            Self::write_at(self.dt, b, o, v);
-        }
+        let mut i = 0;
+        self.visit(|o| {
+            Self::write_at(self.dt, b, o, f(i));
+            i += 1;
+        });
     }
     pub fn set_i32(&self, vals: &[i32]) {
         self.set_f64(&vals.iter().map(|&v| v as f64).collect::<Vec<_>>());
     }
     /// Fill with fresh random values, never near zero (`scale`·±[0.1, 1)).
     pub fn fill_random(&self, rng: &mut Rng, scale: f64) {
-        let v: Vec<f64> = (0..self.numel()).map(|_| scale * rng.value()).collect();
-        self.set_f64(&v);
+        self.set_with(|_| scale * rng.value());
     }
     /// NaN in every logical element (floats only): an element the call fails to write stays NaN.
     pub fn poison(&self) {
         assert!(self.dt.is_float());
-        self.set_f64(&vec![f64::NAN; self.numel()]);
+        self.set_with(|_| f64::NAN);
     }
     /// A copy of the whole allocation's bytes (host mirror).
     pub fn snapshot(&self) -> Vec<u8> {
@@ -459,7 +472,9 @@ impl Tensor {
         let buf = self.buf.borrow();
         let b = buf.bytes();
         let sz = self.dt.size();
-        self.offsets().into_iter().map(|o| b[o * sz..(o + 1) * sz] != before[o * sz..(o + 1) * sz]).collect()
+        let mut v = Vec::with_capacity(self.numel());
+        self.visit(|o| v.push(b[o * sz..(o + 1) * sz] != before[o * sz..(o + 1) * sz]));
+        v
     }
     /// Bytes of the allocation outside every one of `views` that changed since `before`.
     pub fn gaps_changed(views: &[&Tensor], before: &[u8]) -> usize {
@@ -469,9 +484,7 @@ impl Tensor {
         for v in views {
             assert!(Rc::ptr_eq(&v.buf, &views[0].buf));
             let sz = v.dt.size();
-            for o in v.offsets() {
-                covered[o * sz..(o + 1) * sz].iter_mut().for_each(|c| *c = true);
-            }
+            v.visit(|o| covered[o * sz..(o + 1) * sz].iter_mut().for_each(|c| *c = true));
         }
         (0..b.len()).filter(|&i| !covered[i] && b[i] != before[i]).count()
     }
@@ -581,7 +594,7 @@ pub fn sweep_n(name: &str, cases: usize, mut f: impl FnMut(&mut Rng, usize) -> R
     assert!(ran > 0, "CCV1D_TEST_ONLY selects no case (cases = {cases})");
     let mut report = format!("{name}: {ran} cases, seed {base}, backend {}\n", if on_gpu() { "gpu" } else { "cpu" });
     for (k, e) in take_stats() {
-        let _ = writeln!(report, "  worst {k:<24} rel {:.2e}  max_abs {:.2e}  elem/scale {:.2e}", e.rel, e.max_abs, e.max_elem);
+        let _ = writeln!(report, "  worst {k:<24} rel {:.2e}  max_abs {:.2e}  elem/bound {:.2}", e.rel, e.max_abs, e.max_elem);
     }
     println!("{report}");
     if !failures.is_empty() {
@@ -600,8 +613,8 @@ pub fn sweep_n(name: &str, cases: usize, mut f: impl FnMut(&mut Rng, usize) -> R
 // =============================================================================================
 
 /// Elementwise output with a tolerance.
-pub fn check_tensor(name: &str, t: &Tensor, want: &[f64], tol: Tol, key: &str) -> Result<ErrStats, String> {
-    let e = oracle::check(name, &t.to_f64(), want, &tol)?;
+pub fn check_tensor(name: &str, t: &Tensor, want: &[f64], mag: &[f64], tol: Tol, key: &str) -> Result<ErrStats, String> {
+    let e = oracle::check(name, &t.to_f64(), want, mag, &tol)?;
     record(key, &e);
     Ok(e)
 }
@@ -609,19 +622,21 @@ pub fn check_tensor(name: &str, t: &Tensor, want: &[f64], tol: Tol, key: &str) -
 /// A state pool `[slots, dim, k]`: slots in `written` compared with `want` (exactly when
 /// `exact`: states are copies of stored inputs), every other slot's bytes unchanged since
 /// `before`.
-pub fn check_pool(name: &str, t: &Tensor, before: &[u8], want: &[f64], written: &[bool], exact: bool, tol: Tol, key: &str) -> Result<(), String> {
+/// `mag`: the oracle's error magnitudes (unused when `exact`).
+pub fn check_pool(name: &str, t: &Tensor, before: &[u8], want: &[f64], mag: &[f64], written: &[bool], exact: bool, tol: Tol, key: &str) -> Result<(), String> {
     let per = t.shape[1] * t.shape[2];
     if per == 0 {
         return Ok(());
     }
     let got = t.to_f64();
     let changed = t.elems_changed(before);
-    let (mut g, mut w) = (Vec::new(), Vec::new());
+    let (mut g, mut w, mut m) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..got.len() {
         let slot = i / per;
         if written[slot] {
             g.push(got[i]);
             w.push(want[i]);
+            m.push(if exact { 0.0 } else { mag[i] });
         } else if changed[i] {
             return Err(format!("{name}: slot {slot} (element {}) must be untouched but changed to {}", i % per, got[i]));
         }
@@ -632,7 +647,7 @@ pub fn check_pool(name: &str, t: &Tensor, before: &[u8], want: &[f64], written: 
         }
         Ok(())
     } else {
-        let e = oracle::check(name, &g, &w, &tol)?;
+        let e = oracle::check(name, &g, &w, &m, &tol)?;
         record(key, &e);
         Ok(())
     }
@@ -1066,10 +1081,10 @@ pub fn run_fwd(c: &ConvCfg, rng: &mut Rng) -> Result<String, String> {
     t.download(c);
     let r = oracle::forward(&prob);
     let xn = c.xdt.name();
-    let e = check_tensor("out", t.out.as_ref().unwrap(), &r.out, Tol::elementwise(c.xdt), &format!("fwd out {xn}"))?;
+    let e = check_tensor("out", t.out.as_ref().unwrap(), &r.out, &r.out_mag, Tol::elementwise(c.xdt), &format!("fwd out {xn}"))?;
     if let Some(fin) = &t.fin {
         let before = &out_before[outs.iter().position(|(n, _)| *n == "final_states").unwrap()];
-        check_pool("final_states", fin, before, &r.final_states, &r.final_written, true, Tol::elementwise(c.xdt), "")?;
+        check_pool("final_states", fin, before, &r.final_states, &[], &r.final_written, true, Tol::elementwise(c.xdt), "")?;
     }
     for (i, (n, tt)) in ins.iter().enumerate() {
         check_unchanged(n, tt, &in_before[i])?;
@@ -1097,22 +1112,23 @@ pub fn run_bwd(c: &ConvCfg, rng: &mut Rng) -> Result<String, String> {
     let r = oracle::backward(&prob, &dout, dfin.as_deref());
     let xn = c.xdt.name();
     let n = c.tokens();
-    let ex = check_tensor("dx", t.dx.as_ref().unwrap(), &r.dx, Tol::elementwise(c.xdt), &format!("bwd dx {xn}"))?;
+    let ex = check_tensor("dx", t.dx.as_ref().unwrap(), &r.dx, &r.dx_mag, Tol::elementwise(c.xdt), &format!("bwd dx {xn}"))?;
     let ew = check_tensor(
         "dweight",
         t.dw.as_ref().unwrap(),
         &r.dweight,
+        &r.dweight_mag,
         Tol::reduction(c.dw_dt, n),
         &format!("bwd dweight {}", c.dw_dt.name()),
     )?;
     let mut msg = format!("dx rel {:.2e} dweight rel {:.2e}", ex.rel, ew.rel);
     if let (Some(db), Some(dt)) = (&t.db, c.dbias) {
-        let e = check_tensor("dbias", db, &r.dbias, Tol::reduction(dt, n), &format!("bwd dbias {}", dt.name()))?;
+        let e = check_tensor("dbias", db, &r.dbias, &r.dbias_mag, Tol::reduction(dt, n), &format!("bwd dbias {}", dt.name()))?;
         let _ = write!(msg, " dbias rel {:.2e}", e.rel);
     }
     if let Some(di) = &t.dinit {
         let before = &out_before[outs.iter().position(|(n, _)| *n == "dinitial_states").unwrap()];
-        check_pool("dinitial_states", di, before, &r.dinitial_states, &r.dinit_written, false, Tol::elementwise(c.xdt), &format!("bwd dinit {xn}"))?;
+        check_pool("dinitial_states", di, before, &r.dinitial_states, &r.dinit_mag, &r.dinit_written, false, Tol::elementwise(c.xdt), &format!("bwd dinit {xn}"))?;
     }
     for (i, (n, tt)) in ins.iter().enumerate() {
         check_unchanged(n, tt, &in_before[i])?;
@@ -1235,9 +1251,9 @@ pub fn run_update(c: &UpdCfg, rng: &mut Rng) -> Result<String, String> {
         t.download();
     }
     let r = oracle::update(&prob);
-    let e = check_tensor("out", &out, &r.out, Tol::elementwise(c.xdt), &format!("update out {}", c.xdt.name()))?;
+    let e = check_tensor("out", &out, &r.out, &r.out_mag, Tol::elementwise(c.xdt), &format!("update out {}", c.xdt.name()))?;
     // Written slots: exact copies; the others (padding rows, unused slots) untouched.
-    check_pool("conv_state", &state, &state_before, &r.conv_state, &r.written, true, Tol::elementwise(c.xdt), "")?;
+    check_pool("conv_state", &state, &state_before, &r.conv_state, &[], &r.written, true, Tol::elementwise(c.xdt), "")?;
     for (i, (n, t)) in ins.iter().enumerate() {
         check_unchanged(n, t, &in_before[i])?;
     }

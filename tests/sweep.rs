@@ -441,3 +441,72 @@ fn mixed_dtypes_every_combination() {
         run_bwd(&c, rng)
     });
 }
+
+/// The backward problem of the thread-count test: big enough for the CPU backend to split the
+/// work (≥ 2^16 elements), with every reduction feature.
+fn determinism_problem(rng: &mut Rng, varlen: bool) -> ConvCfg {
+    let mut c = if varlen {
+        let mut c = ConvCfg::plain(1, 40, 0, 4, DType::BF16, Kind::Cl, rng);
+        let cu = vec![0, 1000, 1000, 3500, 6000];
+        c.seqlen = 6000;
+        c.cu_seqlens = Some(cu);
+        c.slots = 4;
+        c
+    } else {
+        ConvCfg::plain(3, 40, 4096, 4, DType::F32, Kind::Cf, rng)
+    };
+    c.silu = true;
+    c.dw_dt = DType::F32;
+    c.initial = true;
+    c.dinit = true;
+    c.dfinal = true;
+    c
+}
+
+/// dweight/dbias/dx/dinitial_states bitwise identical whatever the number of worker threads
+/// (`CCV1D_NUM_THREADS`, read once per process: each count runs in a child process).
+#[test]
+fn backward_is_deterministic_across_thread_counts() {
+    let seed = base_seed();
+    let exe = std::env::current_exe().unwrap();
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for threads in ["1", "2", "3", "8"] {
+        let out = std::process::Command::new(&exe)
+            .args(["--ignored", "--exact", "determinism_child", "--nocapture", "--test-threads=1"])
+            .env("CCV1D_NUM_THREADS", threads)
+            .env("CCV1D_TEST_SEED", seed.to_string())
+            .output()
+            .expect("run the child test process");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child with CCV1D_NUM_THREADS={threads} failed:\n{text}");
+        let hashes: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("DETHASH ")).collect();
+        assert_eq!(hashes.len(), 2, "child output without hashes:\n{text}");
+        seen.push((threads.to_string(), hashes.join(" ")));
+    }
+    let first = &seen[0].1;
+    for (t, h) in &seen {
+        assert_eq!(h, first, "CCV1D_NUM_THREADS={t} gives different gradient bits than 1 thread (seed {seed}): {seen:?}");
+    }
+}
+
+/// Child of the test above: one backward per problem, prints a hash of every output's bits.
+#[test]
+#[ignore = "child process of backward_is_deterministic_across_thread_counts"]
+fn determinism_child() {
+    for varlen in [false, true] {
+        let mut rng = Rng::new(base_seed() ^ varlen as u64);
+        let c = determinism_problem(&mut rng, varlen);
+        let t = ConvTensors::build(&c, &mut rng, true);
+        t.upload(&c);
+        let p = t.bwd_params(&c);
+        expect_ok(unsafe { capi::ccv1d_bwd(&p, std::ptr::null_mut()) }, "ccv1d_bwd").unwrap();
+        t.download(&c);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (_, o) in t.outputs() {
+            for v in o.to_f64() {
+                h = (h ^ v.to_bits()).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        println!("DETHASH {h:016x}");
+    }
+}

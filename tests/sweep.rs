@@ -479,7 +479,7 @@ fn backward_is_deterministic_across_thread_counts() {
             .expect("run the child test process");
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "child with CCV1D_NUM_THREADS={threads} failed:\n{text}");
-        let hashes: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("DETHASH ")).collect();
+        let hashes: Vec<&str> = text.lines().filter_map(|l| l.split_once("DETHASH ").map(|(_, h)| h.trim())).collect();
         assert_eq!(hashes.len(), 2, "child output without hashes:\n{text}");
         seen.push((threads.to_string(), hashes.join(" ")));
     }

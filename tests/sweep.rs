@@ -301,7 +301,7 @@ fn short_sequences_every_width() {
             }
         }
     }
-    sweep("short_sequences", cases.len(), |rng, i| {
+    sweep_n("short_sequences", env_usize("CCV1D_TEST_CASES", 0).max(cases.len()), |rng, i| {
         let (width, l, variant) = cases[i % cases.len()];
         let kind = if variant % 2 == 0 { Kind::Cf } else { Kind::Cl };
         let xdt = FLOATS[i % 3];
@@ -429,7 +429,7 @@ fn mixed_dtypes_every_combination() {
             }
         }
     }
-    sweep("mixed_dtypes", combos.len(), |rng, i| {
+    sweep_n("mixed_dtypes", env_usize("CCV1D_TEST_CASES", 0).max(combos.len()), |rng, i| {
         let (x, w, b) = combos[i % combos.len()];
         let mut c = ConvCfg::plain(2, 9, 17, 4, x, Kind::Strided, rng);
         c.wdt = w;

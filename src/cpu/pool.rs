@@ -5,7 +5,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::error::*;
 
 /// Problems with fewer elements than this run on the calling thread (spawning costs more).
-pub const MIN_PARALLEL_WORK: usize = 1 << 16;
+pub(crate) const MIN_PARALLEL_WORK: usize = 1 << 16;
 
 /// Worker threads: `CCV1D_NUM_THREADS` when set to a positive integer, else the machine's
 /// available parallelism. Read once.

@@ -27,32 +27,24 @@ fn main() {
 }
 
 fn generate_header(manifest: &PathBuf, out_dir: &PathBuf) {
-    for f in [
-        "src/params.rs",
-        "src/capi.rs",
-        "src/error.rs",
-        "src/lib.rs",
-        "cbindgen.toml",
-    ] {
+    // The C API lives in exactly these files; parsing only them keeps internal `pub` items out
+    // of the header and keeps this script from re-running on every Rust change.
+    const API_FILES: [&str; 3] = ["src/params.rs", "src/error.rs", "src/capi.rs"];
+    println!("cargo:rerun-if-changed=cbindgen.toml");
+    let config = cbindgen::Config::from_file(manifest.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut builder = cbindgen::Builder::new().with_config(config);
+    for f in API_FILES {
         println!("cargo:rerun-if-changed={f}");
+        builder = builder.with_src(manifest.join(f));
     }
-    let config =
-        cbindgen::Config::from_file(manifest.join("cbindgen.toml")).expect("cbindgen.toml");
     let header = out_dir.join("causal_conv1d.h");
-    match cbindgen::Builder::new()
-        .with_crate(manifest)
-        .with_config(config)
-        .generate()
-    {
+    match builder.generate() {
         Ok(b) => {
             b.write_to_file(&header);
         }
         Err(e) => panic!("cbindgen failed to generate the C header: {e}"),
     }
-    println!(
-        "cargo:rustc-env=CCV1D_GENERATED_HEADER={}",
-        header.display()
-    );
+    println!("cargo:rustc-env=CCV1D_GENERATED_HEADER={}", header.display());
 }
 
 // ======================================================================== GPU kernels

@@ -1,0 +1,167 @@
+//! Element access: the only place that touches the caller's memory.
+//!
+//! Every function here reads or writes elements `off + i·step` (`i < n`) of a validated view.
+//! Soundness of the raw accesses rests on what `validate.rs` guarantees for every plan:
+//! * each element a backend addresses through a view lies inside the caller's allocation for
+//!   that tensor (dims × strides checked against the tensor, offsets fit in i64);
+//! * no output overlaps an input or another output, except the documented exact aliases
+//!   (initial_states == final_states, update's out == x), and the backend reads such a row
+//!   completely before it writes it (see fwd.rs / update.rs);
+//! * worker threads write disjoint elements (each (row, channel) belongs to one job).
+//!
+//! So no element is written by one thread while another reads or writes it, and every
+//! reference built below lives only for the duration of one copy.
+//!
+//! Contiguous runs go through slices (bulk copy / vectorised half conversion) when the address
+//! is aligned for the dtype; anything else uses unaligned single-element reads and writes.
+
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+
+use crate::plan::{DType, IdxView, View};
+
+/// Address of element offset `off` (in elements) of `v`.
+#[inline]
+fn addr_of(addr: usize, off: i64, size: usize) -> usize {
+    (addr as i64).wrapping_add(off.wrapping_mul(size as i64)) as usize
+}
+
+/// `dst[i] = v[off + i·step]` converted to f32.
+pub fn load(v: &View, off: i64, step: i64, dst: &mut [f32]) {
+    let n = dst.len();
+    if n == 0 {
+        return;
+    }
+    let size = v.dtype.size();
+    let base = addr_of(v.addr, off, size);
+    let contiguous = (step == 1 || n == 1) && base % size == 0;
+    match v.dtype {
+        DType::F32 => {
+            if contiguous {
+                // SAFETY: n in-bounds, aligned, unaliased-by-writers elements (module doc).
+                let s = unsafe { std::slice::from_raw_parts(base as *const f32, n) };
+                dst.copy_from_slice(s);
+            } else {
+                for (i, d) in dst.iter_mut().enumerate() {
+                    let a = addr_of(base, i as i64 * step, 4);
+                    // SAFETY: in-bounds element of the view (module doc); unaligned read.
+                    *d = unsafe { std::ptr::read_unaligned(a as *const f32) };
+                }
+            }
+        }
+        DType::F16 => {
+            if contiguous {
+                // SAFETY: as above; f16 is a 2-byte POD and base is 2-aligned.
+                let s = unsafe { std::slice::from_raw_parts(base as *const f16, n) };
+                s.convert_to_f32_slice(dst);
+            } else {
+                for (i, d) in dst.iter_mut().enumerate() {
+                    let a = addr_of(base, i as i64 * step, 2);
+                    // SAFETY: in-bounds element of the view (module doc); unaligned read.
+                    *d = f16::from_bits(unsafe { std::ptr::read_unaligned(a as *const u16) }).to_f32();
+                }
+            }
+        }
+        DType::BF16 => {
+            if contiguous {
+                // SAFETY: as above; bf16 is a 2-byte POD and base is 2-aligned.
+                let s = unsafe { std::slice::from_raw_parts(base as *const bf16, n) };
+                s.convert_to_f32_slice(dst);
+            } else {
+                for (i, d) in dst.iter_mut().enumerate() {
+                    let a = addr_of(base, i as i64 * step, 2);
+                    // SAFETY: in-bounds element of the view (module doc); unaligned read.
+                    *d = bf16::from_bits(unsafe { std::ptr::read_unaligned(a as *const u16) }).to_f32();
+                }
+            }
+        }
+    }
+}
+
+/// `v[off + i·step] = src[i]`, rounded once (round-to-nearest-even) to the view's dtype.
+pub fn store(v: &View, off: i64, step: i64, src: &[f32]) {
+    let n = src.len();
+    if n == 0 {
+        return;
+    }
+    let size = v.dtype.size();
+    let base = addr_of(v.addr, off, size);
+    let contiguous = (step == 1 || n == 1) && base % size == 0;
+    match v.dtype {
+        DType::F32 => {
+            if contiguous {
+                // SAFETY: n in-bounds, aligned elements that only this job touches (module doc).
+                let d = unsafe { std::slice::from_raw_parts_mut(base as *mut f32, n) };
+                d.copy_from_slice(src);
+            } else {
+                for (i, s) in src.iter().enumerate() {
+                    let a = addr_of(base, i as i64 * step, 4);
+                    // SAFETY: in-bounds element only this job writes (module doc).
+                    unsafe { std::ptr::write_unaligned(a as *mut f32, *s) };
+                }
+            }
+        }
+        DType::F16 => {
+            if contiguous {
+                // SAFETY: as above; 2-aligned.
+                let d = unsafe { std::slice::from_raw_parts_mut(base as *mut f16, n) };
+                d.convert_from_f32_slice(src);
+            } else {
+                for (i, s) in src.iter().enumerate() {
+                    let a = addr_of(base, i as i64 * step, 2);
+                    // SAFETY: in-bounds element only this job writes (module doc).
+                    unsafe { std::ptr::write_unaligned(a as *mut u16, f16::from_f32(*s).to_bits()) };
+                }
+            }
+        }
+        DType::BF16 => {
+            if contiguous {
+                // SAFETY: as above; 2-aligned.
+                let d = unsafe { std::slice::from_raw_parts_mut(base as *mut bf16, n) };
+                d.convert_from_f32_slice(src);
+            } else {
+                for (i, s) in src.iter().enumerate() {
+                    let a = addr_of(base, i as i64 * step, 2);
+                    // SAFETY: in-bounds element only this job writes (module doc).
+                    unsafe { std::ptr::write_unaligned(a as *mut u16, bf16::from_f32(*s).to_bits()) };
+                }
+            }
+        }
+    }
+}
+
+/// Write `n` zeros at `v[off + i·step]`.
+pub fn store_zeros(v: &View, off: i64, step: i64, n: usize) {
+    const Z: [f32; 256] = [0.0; 256];
+    let mut i = 0;
+    while i < n {
+        let m = (n - i).min(Z.len());
+        store(v, off + i as i64 * step, step, &Z[..m]);
+        i += m;
+    }
+}
+
+/// Element `i` of a 1-D index tensor (int32, or 1-byte bool read as 0/1).
+#[inline]
+pub fn idx1(v: &IdxView, i: i64) -> i32 {
+    idx_at(v, i.wrapping_mul(v.stride[0]))
+}
+
+/// Element `[i, j]` of a 2-D int32 index tensor.
+#[inline]
+pub fn idx2(v: &IdxView, i: i64, j: i64) -> i32 {
+    idx_at(v, i.wrapping_mul(v.stride[0]).wrapping_add(j.wrapping_mul(v.stride[1])))
+}
+
+#[inline]
+fn idx_at(v: &IdxView, off: i64) -> i32 {
+    if v.elem_bytes == 1 {
+        let a = addr_of(v.addr, off, 1);
+        // SAFETY: in-bounds element of a host index tensor (validated); nobody writes it.
+        unsafe { std::ptr::read_unaligned(a as *const u8) as i32 }
+    } else {
+        let a = addr_of(v.addr, off, 4);
+        // SAFETY: in-bounds element of a host index tensor (validated); nobody writes it.
+        unsafe { std::ptr::read_unaligned(a as *const i32) }
+    }
+}

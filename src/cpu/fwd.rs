@@ -1,0 +1,232 @@
+//! Forward: `out = act(conv(x) + bias)`, final states.
+
+use std::array::from_fn;
+
+use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
+use super::elem::{load, store, store_zeros};
+use super::math::apply_act;
+use super::pool::{self, zeroed};
+use super::Cfg;
+use crate::error::Result;
+use crate::plan::FwdPlan;
+
+struct Scratch {
+    /// Input window: K halo values (tokens) then a chunk (channel-first), or K halo rows then a
+    /// tile of token rows (channel-last; rows `ncp` = block channels rounded up to 8 apart).
+    xe: Vec<f32>,
+    /// One output chunk (channel-first) or tile (channel-last).
+    o: Vec<f32>,
+    /// Channel-last: the block's weights transposed `[W][ncp]`, bias `[ncp]`, token masks.
+    wt: Vec<f32>,
+    bias: Vec<f32>,
+    bits: Vec<u8>,
+    ids: Vec<i32>,
+    mask: Vec<u8>,
+}
+
+pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
+    let cv = Conv::new(&p.inp)?;
+    let jobs = cv.jobs(cfg, &mut []);
+    let cmax = jobs.iter().map(|j| j.c1 - j.c0).max().unwrap_or(0);
+    let (w, k) = (cv.w, cv.k);
+    let scratch = || -> Result<Scratch> {
+        Ok(if cv.cl {
+            let ncp = row_stride(cmax);
+            Scratch {
+                xe: zeroed((k + cfg.tile) * ncp, "fwd window")?,
+                o: zeroed(cfg.tile * ncp, "fwd tile")?,
+                wt: zeroed(w * ncp, "fwd weights")?,
+                bias: zeroed(ncp, "fwd bias")?,
+                bits: zeroed(cfg.tile, "fwd masks")?,
+                ids: Vec::new(),
+                mask: Vec::new(),
+            }
+        } else {
+            Scratch {
+                xe: zeroed(k + cfg.chunk, "fwd window")?,
+                o: zeroed(cfg.chunk.max(k), "fwd chunk")?,
+                wt: Vec::new(),
+                bias: Vec::new(),
+                bits: Vec::new(),
+                ids: Vec::new(),
+                mask: Vec::new(),
+            }
+        })
+    };
+    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_fwd(&cv, p, cfg, s, &job)))
+}
+
+fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, s: &mut Scratch, job: &Job) -> Result<()> {
+    let nc = job.c1 - job.c0;
+    if cv.cl {
+        let ncp = row_stride(nc);
+        for c in 0..nc {
+            for kk in 0..W {
+                s.wt[kk * ncp + c] = cv.wf[(job.c0 + c) * W + kk];
+            }
+            s.bias[c] = cv.bf[job.c0 + c];
+        }
+    }
+    for u in &cv.units[job.u0..job.u1] {
+        if u.slot < 0 {
+            zero_unit(cv, p, u, job.c0, job.c1);
+            continue;
+        }
+        let masked = cv.masked();
+        if masked {
+            cv.mask(u, &mut s.ids, &mut s.mask)?;
+        }
+        if cv.cl {
+            let mask = std::mem::take(&mut s.mask);
+            cl_unit::<W>(cv, p, cfg.tile, s, masked.then_some(&mask[..]), u, job.c0, nc);
+            s.mask = mask;
+        } else {
+            let mask = masked.then_some(&s.mask[..]);
+            for d in job.c0..job.c1 {
+                match mask {
+                    Some(m) => cf_row::<W, true>(cv, p, cfg.chunk, &mut s.xe, &mut s.o, m, u, d),
+                    None => cf_row::<W, false>(cv, p, cfg.chunk, &mut s.xe, &mut s.o, &[], u, d),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A skipped sequence: its outputs are 0.
+fn zero_unit(cv: &Conv, p: &FwdPlan, u: &Unit, c0: usize, c1: usize) {
+    let o = &p.out;
+    let base = u.row * o.stride[0] + u.t0 * o.stride[2];
+    if cv.cl {
+        for t in 0..u.len as i64 {
+            store_zeros(o, base + t * o.stride[2] + c0 as i64 * o.stride[1], o.stride[1], c1 - c0);
+        }
+    } else {
+        for d in c0..c1 {
+            store_zeros(o, base + d as i64 * o.stride[1], o.stride[2], u.len);
+        }
+    }
+}
+
+/// Channel-first: channel `d` of unit `u`, chunk by chunk over a sliding f32 window.
+#[allow(clippy::too_many_arguments)]
+fn cf_row<const W: usize, const M: bool>(
+    cv: &Conv,
+    p: &FwdPlan,
+    chunk: usize,
+    xe: &mut [f32],
+    o: &mut [f32],
+    mask: &[u8],
+    u: &Unit,
+    d: usize,
+) {
+    let k = W - 1;
+    let inp = cv.inp;
+    let di = d as i64;
+    let w: [f32; W] = from_fn(|kk| cv.wf[d * W + kk]);
+    let bias = cv.bf[d];
+    match (&inp.initial_states, u.has_init) {
+        (Some(v), true) => load(v, u.slot * v.stride[0] + di * v.stride[1], v.stride[2], &mut xe[..k]),
+        _ => xe[..k].fill(0.0),
+    }
+    let x = &inp.x;
+    let xb = u.row * x.stride[0] + di * x.stride[1] + u.t0 * x.stride[2];
+    let out = &p.out;
+    let ob = u.row * out.stride[0] + di * out.stride[1] + u.t0 * out.stride[2];
+    let mut t = 0;
+    while t < u.len {
+        let n = (u.len - t).min(chunk);
+        load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+        let o = &mut o[..n];
+        if M {
+            let m = &mask[k + t..k + t + n];
+            cf_conv_masked::<W>(o, bias, &w, &xe[..k + n], m);
+            apply_act(inp.act, o);
+            zero_invalid(o, m);
+        } else {
+            cf_conv::<W>(o, bias, &w, &xe[..k + n]);
+            apply_act(inp.act, o);
+        }
+        store(out, ob + t as i64 * out.stride[2], out.stride[2], o);
+        xe.copy_within(n..n + k, 0);
+        t += n;
+    }
+    // xe[..k] now holds tokens [len-K, len) (the halo when len < K; the initial state when 0).
+    if let Some(f) = &p.final_states {
+        let mut fin = [0f32; 8];
+        for j in 0..k {
+            let keep = !M || u.len == 0 || (mask[k + u.len - 1] >> (j + 1)) & 1 != 0;
+            fin[j] = if keep { xe[j] } else { 0.0 };
+        }
+        store(f, u.slot * f.stride[0] + di * f.stride[1], f.stride[2], &fin[..k]);
+    }
+}
+
+/// Channel-last: channels `[c0, c0+nc)` of unit `u`, a tile of tokens at a time. `xe` holds K
+/// halo rows then the tile's token rows, `ncp` floats apart.
+#[allow(clippy::too_many_arguments)]
+fn cl_unit<const W: usize>(
+    cv: &Conv,
+    p: &FwdPlan,
+    tile: usize,
+    s: &mut Scratch,
+    mask: Option<&[u8]>,
+    u: &Unit,
+    c0: usize,
+    nc: usize,
+) {
+    let k = W - 1;
+    let inp = cv.inp;
+    let c0i = c0 as i64;
+    let ncp = row_stride(nc);
+    let Scratch { xe, o, wt, bias, bits, .. } = s;
+    let row = |i: usize| i * ncp..i * ncp + nc;
+    match (&inp.initial_states, u.has_init) {
+        (Some(v), true) => {
+            for j in 0..k {
+                let off = u.slot * v.stride[0] + c0i * v.stride[1] + j as i64 * v.stride[2];
+                load(v, off, v.stride[1], &mut xe[row(j)]);
+            }
+        }
+        _ => xe[..k * ncp].fill(0.0),
+    }
+    let x = &inp.x;
+    let xb = u.row * x.stride[0] + c0i * x.stride[1] + u.t0 * x.stride[2];
+    let out = &p.out;
+    let ob = u.row * out.stride[0] + c0i * out.stride[1] + u.t0 * out.stride[2];
+    let full = full_mask::<W>();
+    let mut t = 0;
+    while t < u.len {
+        let n = (u.len - t).min(tile);
+        for i in 0..n {
+            load(x, xb + (t + i) as i64 * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
+            bits[i] = mask.map_or(full, |m| m[k + t + i]);
+        }
+        let o = &mut o[..n * ncp];
+        cl_tile::<W, false>(o, bias, wt, &xe[..(k + n) * ncp], ncp, &bits[..n]);
+        apply_act(inp.act, o);
+        for i in 0..n {
+            if bits[i] == 0 {
+                o[row(i)].fill(0.0);
+            }
+            store(out, ob + (t + i) as i64 * out.stride[2], out.stride[1], &o[row(i)]);
+        }
+        xe.copy_within(n * ncp..(n + k) * ncp, 0);
+        t += n;
+    }
+    // xe rows 0..K now hold positions len-K .. len.
+    if let Some(f) = &p.final_states {
+        for j in 0..k {
+            let keep = match mask {
+                Some(m) if u.len > 0 => (m[k + u.len - 1] >> (j + 1)) & 1 != 0,
+                _ => true,
+            };
+            let off = u.slot * f.stride[0] + c0i * f.stride[1] + j as i64 * f.stride[2];
+            if keep {
+                store(f, off, f.stride[1], &xe[row(j)]);
+            } else {
+                store_zeros(f, off, f.stride[1], nc);
+            }
+        }
+    }
+}

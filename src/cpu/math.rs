@@ -1,0 +1,63 @@
+//! Activation math in f32, written so that loops over slices auto-vectorise (no libm calls).
+
+use crate::plan::Act;
+
+/// e^x for f32, within ~2 ulp on [-86, 88] (inputs are clamped there; results saturate).
+/// Cody–Waite range reduction with the Cephes `expf` polynomial; rounding to the nearest integer
+/// by the 1.5·2^23 trick and scaling by adding to the exponent bits, so that everything is plain
+/// arithmetic (vectorisable with SSE2).
+#[inline(always)]
+#[allow(clippy::excessive_precision)]
+pub fn exp_f32(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
+    // -86 keeps the scaled result a normal number (the exponent-bits add below needs that).
+    let x = x.clamp(-86.0, 88.0);
+    let t = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = t - MAGIC; // round(x·log2 e), -124 ≤ n ≤ 127
+    let ni = (t.to_bits() as i32).wrapping_sub(0x4B40_0000); // the same integer
+    let r = x - n * 0.693_359_375 - n * -2.121_944_4e-4;
+    let mut p = 1.987_569_1e-4f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 5.000_000_1e-1;
+    let y = p * r * r + r + 1.0; // e^r in [0.7, 1.42]: a normal number
+    f32::from_bits((y.to_bits() as i32).wrapping_add(ni << 23) as u32)
+}
+
+#[inline(always)]
+pub fn sigmoid(z: f32) -> f32 {
+    1.0 / (1.0 + exp_f32(-z))
+}
+
+#[inline(always)]
+pub fn silu(z: f32) -> f32 {
+    z / (1.0 + exp_f32(-z))
+}
+
+/// d silu / dz = σ(z)(1 + z(1 − σ(z))).
+#[inline(always)]
+pub fn dsilu(z: f32) -> f32 {
+    let s = sigmoid(z);
+    s * (1.0 + z * (1.0 - s))
+}
+
+/// `o[i] = act(o[i])`.
+pub fn apply_act(act: Act, o: &mut [f32]) {
+    if act == Act::Silu {
+        for v in o.iter_mut() {
+            *v = silu(*v);
+        }
+    }
+}
+
+/// `g[i] *= act'(pre[i])` (nothing for the identity).
+pub fn mul_dact(act: Act, g: &mut [f32], pre: &[f32]) {
+    if act == Act::Silu {
+        let pre = &pre[..g.len()];
+        for (g, z) in g.iter_mut().zip(pre) {
+            *g *= dsilu(*z);
+        }
+    }
+}

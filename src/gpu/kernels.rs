@@ -21,7 +21,9 @@ use crate::plan::*;
 // ------------------------------------------------------------------ mirror of hip/kparams.h
 
 pub const DT_F32: i32 = 1;
+#[allow(dead_code)] // (the kernels read these codes; Rust passes DType::code())
 pub const DT_F16: i32 = 2;
+#[allow(dead_code)]
 pub const DT_BF16: i32 = 3;
 
 pub const F_BIAS: i32 = 1 << 0;
@@ -162,6 +164,7 @@ fn dt_name(d: DType) -> &'static str {
 }
 
 /// Every kernel name the kernel binaries export (for the driver's module checks and tests).
+#[allow(dead_code)]
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {

@@ -18,7 +18,7 @@
 
 // families templated on <T, W>: block size CCV_NT_<family>
 #define CCV_INST_W(FAM, DN, T, W)                                                              \
-  CCV_EXTERN_KERNEL void CCV_LB_##FAM ccv1d_##FAM##_##DN##_w##W(CCV_GRID_CONST ccv_params P) { \
+  CCV_EXTERN_KERNEL void CCV_LB_##FAM##_##DN ccv1d_##FAM##_##DN##_w##W(CCV_GRID_CONST ccv_params P) { \
     FAM##_body<T, W>(P);                                                                        \
   }
 #define CCV_INST_DT_W(FAM, DN, T) CCV_FOR_WIDTHS(CCV_INST_W, FAM, DN, T)
@@ -40,14 +40,25 @@
 #define CCV_NT_fwd_states 128
 #define CCV_NT_bwd_states 128
 #define CCV_NT_bwd_reduce 256
-// Launch bounds of the <T, W> families. On NVIDIA a minimum of resident blocks caps registers
-// (65536 / (128 * b)); used where it was measured to help without spilling (fwd_cf: 8 blocks =
-// 64 registers, bwd_cf: 4 blocks = 128), left to ptxas elsewhere. Bare bounds on AMD.
-#define CCV_LB_fwd_cf CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
-#define CCV_LB_fwd_cl CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
-#define CCV_LB_bwd_cf CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
-#define CCV_LB_bwd_cl CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cl)
-#define CCV_LB_update CCV_LAUNCH_BOUNDS(CCV_NT_update)
+// Launch bounds per family and x dtype. On NVIDIA a minimum of resident blocks caps registers
+// at 65536 / (128 * b): used where it was measured to help without spilling on sm_80 and sm_90
+// (fwd_cf: 8 blocks = 64 registers; bwd_cf and 16-bit bwd_cl: 4 blocks = 128), left to ptxas
+// elsewhere. On AMD every family gets its bare block-size bound.
+#define CCV_LB_fwd_cf_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#define CCV_LB_fwd_cf_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#define CCV_LB_fwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#define CCV_LB_fwd_cl_f32 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_f16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_bwd_cf_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cl_f32 CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cl)
+#define CCV_LB_bwd_cl_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
+#define CCV_LB_bwd_cl_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
+#define CCV_LB_update_f32 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#define CCV_LB_update_f16 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#define CCV_LB_update_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_update)
 
 // Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).
 // channel-first: a tile is NT threads x ITEMS vectors of 16 bytes along L

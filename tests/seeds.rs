@@ -1,5 +1,6 @@
 //! The configurations of the seed reports as accuracy cases (forward and backward against the
 //! f64 oracle), printing max-abs and relative errors (`cargo test --test seeds -- --nocapture`).
+//! The tables are `harness::SEED_000` / `SEED_003` (shared with `ccv1d test` and `ccv1d bench`):
 //!
 //! - 000 (HIP channel-last backward test): Tiny 1×32×64, Small 2×64×256, Medium 4×64×512,
 //!   Large 4×64×1024, No Bias 2×64×256, With SiLU 2×64×256; width 4, fp32, channel-last.
@@ -17,43 +18,8 @@ use common::*;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-struct Seed {
-    name: &'static str,
-    batch: usize,
-    dim: usize,
-    seqlen: usize,
-    bias: bool,
-    silu: bool,
-}
-
-const fn s(name: &'static str, batch: usize, dim: usize, seqlen: usize, bias: bool, silu: bool) -> Seed {
-    Seed { name, batch, dim, seqlen, bias, silu }
-}
-
-const SEED_000: [Seed; 6] = [
-    s("Tiny", 1, 32, 64, true, false),
-    s("Small", 2, 64, 256, true, false),
-    s("Medium", 4, 64, 512, true, false),
-    s("Large", 4, 64, 1024, true, false),
-    s("No Bias", 2, 64, 256, false, false),
-    s("With SiLU", 2, 64, 256, true, true),
-];
-
-const SEED_003: [Seed; 10] = [
-    s("Small - Width 4", 2, 64, 128, true, false),
-    s("Small + SiLU", 2, 64, 128, true, true),
-    s("Medium - Standard", 4, 256, 512, true, false),
-    s("Medium + SiLU", 4, 256, 512, true, true),
-    s("Large - Mamba-like", 8, 2048, 1024, true, false),
-    s("Large + SiLU", 8, 2048, 1024, true, true),
-    s("Long Sequence", 4, 256, 4096, true, false),
-    s("Long Sequence + SiLU", 4, 256, 4096, true, true),
-    s("Wide Channel", 4, 4096, 512, true, false),
-    s("Wide Channel + SiLU", 4, 4096, 512, true, true),
-];
-
 /// Run every seed config forward and backward; print a table; fail listing the failures.
-fn run_seeds(title: &str, seeds: &[Seed], xdt: DType, kind: Kind) {
+fn run_seeds(title: &str, seeds: &[SeedConfig], xdt: DType, kind: Kind) {
     let _lock = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let base = base_seed();
     let mut failures = Vec::new();
@@ -61,7 +27,7 @@ fn run_seeds(title: &str, seeds: &[Seed], xdt: DType, kind: Kind) {
     println!("{:<22} {:>16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", "config", "B×D×L", "out rel", "out max", "dx rel", "dx max", "dw rel", "dw max", "db rel");
     for (i, sd) in seeds.iter().enumerate() {
         let mut rng = Rng::new(base ^ splitmix(i as u64 + 1000));
-        let mut c = ConvCfg::plain(sd.batch, sd.dim, sd.seqlen, 4, xdt, kind, &mut rng);
+        let mut c = ConvCfg::plain(sd.batch, sd.dim, sd.seqlen, SEED_WIDTH, xdt, kind, &mut rng);
         c.silu = sd.silu;
         c.bias = sd.bias.then_some(xdt);
         c.dbias = sd.bias.then_some(DType::F32);

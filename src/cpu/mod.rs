@@ -46,6 +46,12 @@ impl Cfg {
     }
 }
 
+/// Worker threads of the CPU backend (`CCV1D_NUM_THREADS`, else all cores); problems under
+/// 65536 elements run on the calling thread alone.
+pub fn num_threads() -> usize {
+    pool::num_threads()
+}
+
 fn work(b: i64, d: i64, l: i64) -> usize {
     (b.max(0) as usize).saturating_mul(d.max(0) as usize).saturating_mul(l.max(0) as usize)
 }

@@ -80,6 +80,14 @@ fn_table! {
             cuMemPoolCreate: fn(*mut usize, *const c_void) -> CUresult;
             cuMemPoolSetAttribute: fn(usize, i32, *mut c_void) -> CUresult;
             cuMemAllocFromPoolAsync: fn(*mut u64, usize, usize, usize) -> CUresult;
+            // For `ccv1d info` / `ccv1d bench` only (src/gpu/timing.rs).
+            cuDeviceGetName: fn(*mut c_char, i32, i32) -> CUresult;
+            cuEventCreate: fn(*mut usize, u32) -> CUresult;
+            cuEventRecord: fn(usize, usize) -> CUresult;
+            cuEventSynchronize: fn(usize) -> CUresult;
+            cuEventElapsedTime: fn(*mut f32, usize, usize) -> CUresult;
+            cuEventElapsedTime_v2: fn(*mut f32, usize, usize) -> CUresult;
+            cuEventDestroy_v2: fn(usize) -> CUresult;
         }
     }
 }
@@ -478,5 +486,55 @@ impl Driver for Cuda {
         // another stream captures) counts as capturing: no host sync then.
         let r = unsafe { (self.api.cuStreamIsCapturing)(stream, &mut status) };
         r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE
+    }
+
+    fn device_name(&self, dev: i32) -> Option<String> {
+        let f = self.api.cuDeviceGetName?;
+        let mut handle = 0;
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: valid out-pointers; the driver writes a NUL-terminated name of at most len bytes.
+        unsafe {
+            if (self.api.cuDeviceGet)(&mut handle, dev) != CUDA_SUCCESS || f(buf.as_mut_ptr(), buf.len() as i32 - 1, handle) != CUDA_SUCCESS {
+                return None;
+            }
+            Some(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
+        }
+    }
+
+    fn event_create(&self) -> Result<usize> {
+        let Some(f) = self.api.cuEventCreate else { bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks cuEventCreate") };
+        let mut e = 0usize;
+        // SAFETY: valid out-pointer, a context is current; flags 0 = CU_EVENT_DEFAULT (timing on).
+        self.check(unsafe { f(&mut e, 0) }, "cuEventCreate")?;
+        Ok(e)
+    }
+
+    fn event_record(&self, event: usize, stream: usize) -> Result<()> {
+        let Some(f) = self.api.cuEventRecord else { bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks cuEventRecord") };
+        // SAFETY: live event and stream of the current context.
+        self.check(unsafe { f(event, stream) }, "cuEventRecord")
+    }
+
+    fn event_synchronize(&self, event: usize) -> Result<()> {
+        let Some(f) = self.api.cuEventSynchronize else { bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks cuEventSynchronize") };
+        // SAFETY: live event.
+        self.check(unsafe { f(event) }, "cuEventSynchronize")
+    }
+
+    fn event_elapsed_ms(&self, start: usize, end: usize) -> Result<f32> {
+        let Some(f) = self.api.cuEventElapsedTime_v2.or(self.api.cuEventElapsedTime) else {
+            bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks cuEventElapsedTime")
+        };
+        let mut ms = 0f32;
+        // SAFETY: live, completed events; valid out-pointer.
+        self.check(unsafe { f(&mut ms, start, end) }, "cuEventElapsedTime")?;
+        Ok(ms)
+    }
+
+    fn event_destroy(&self, event: usize) {
+        if let Some(f) = self.api.cuEventDestroy_v2 {
+            // SAFETY: an event from event_create.
+            unsafe { f(event) };
+        }
     }
 }

@@ -117,6 +117,29 @@ pub(crate) trait Driver: Send + Sync {
     fn synchronize_default(&'static self, stream: usize) -> Result<()>;
     /// True when `stream` is capturing a graph (or the driver cannot tell): no host sync then.
     fn is_capturing(&self, stream: usize) -> bool;
+
+    // Optional entry points, for `ccv1d info` / `ccv1d bench` only (`timing.rs`): the defaults
+    // answer "not available", and nothing on the library's call path uses them.
+
+    /// The device's name, when the driver can tell.
+    fn device_name(&self, _device: i32) -> Option<String> {
+        None
+    }
+    /// A timing event in the current context.
+    fn event_create(&self) -> Result<usize> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no event functions", self.api())
+    }
+    fn event_record(&self, _event: usize, _stream: usize) -> Result<()> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no event functions", self.api())
+    }
+    fn event_synchronize(&self, _event: usize) -> Result<()> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no event functions", self.api())
+    }
+    /// Milliseconds between two recorded, completed events.
+    fn event_elapsed_ms(&self, _start: usize, _end: usize) -> Result<f32> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no event functions", self.api())
+    }
+    fn event_destroy(&self, _event: usize) {}
 }
 
 /// Streams 0 (NULL), 1 (CUDA's CU_STREAM_LEGACY) and 2 (per-thread default; also

@@ -68,6 +68,13 @@ fn_table! {
             hipMemPoolCreate: fn(*mut usize, *const c_void) -> HipError;
             hipMemPoolSetAttribute: fn(usize, i32, *mut c_void) -> HipError;
             hipMallocFromPoolAsync: fn(*mut usize, usize, usize, usize) -> HipError;
+            // For `ccv1d info` / `ccv1d bench` only (src/gpu/timing.rs).
+            hipDeviceGetName: fn(*mut c_char, i32, i32) -> HipError;
+            hipEventCreate: fn(*mut usize) -> HipError;
+            hipEventRecord: fn(usize, usize) -> HipError;
+            hipEventSynchronize: fn(usize) -> HipError;
+            hipEventElapsedTime: fn(*mut f32, usize, usize) -> HipError;
+            hipEventDestroy: fn(usize) -> HipError;
         }
     }
 }
@@ -422,5 +429,52 @@ impl Driver for Hip {
         // SAFETY: the caller's stream, valid out-pointer.
         let r = unsafe { f(stream, &mut status) };
         r != HIP_SUCCESS || status != 0
+    }
+
+    fn device_name(&self, dev: i32) -> Option<String> {
+        let f = self.api.hipDeviceGetName?;
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: valid buffer; the runtime writes a NUL-terminated name of at most len bytes.
+        unsafe {
+            if f(buf.as_mut_ptr(), buf.len() as i32 - 1, dev) != HIP_SUCCESS {
+                return None;
+            }
+            Some(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
+        }
+    }
+
+    fn event_create(&self) -> Result<usize> {
+        let Some(f) = self.api.hipEventCreate else { bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks hipEventCreate") };
+        let mut e = 0usize;
+        // SAFETY: valid out-pointer (on the current device).
+        self.check(unsafe { f(&mut e) }, "hipEventCreate")?;
+        Ok(e)
+    }
+
+    fn event_record(&self, event: usize, stream: usize) -> Result<()> {
+        let Some(f) = self.api.hipEventRecord else { bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks hipEventRecord") };
+        // SAFETY: live event and stream.
+        self.check(unsafe { f(event, stream) }, "hipEventRecord")
+    }
+
+    fn event_synchronize(&self, event: usize) -> Result<()> {
+        let Some(f) = self.api.hipEventSynchronize else { bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks hipEventSynchronize") };
+        // SAFETY: live event.
+        self.check(unsafe { f(event) }, "hipEventSynchronize")
+    }
+
+    fn event_elapsed_ms(&self, start: usize, end: usize) -> Result<f32> {
+        let Some(f) = self.api.hipEventElapsedTime else { bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks hipEventElapsedTime") };
+        let mut ms = 0f32;
+        // SAFETY: live, completed events; valid out-pointer.
+        self.check(unsafe { f(&mut ms, start, end) }, "hipEventElapsedTime")?;
+        Ok(ms)
+    }
+
+    fn event_destroy(&self, event: usize) {
+        if let Some(f) = self.api.hipEventDestroy {
+            // SAFETY: an event from event_create.
+            unsafe { f(event) };
+        }
     }
 }

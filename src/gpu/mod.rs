@@ -34,6 +34,7 @@ mod driver;
 mod hip;
 mod kernels;
 pub mod launch;
+pub mod timing;
 
 use std::sync::OnceLock;
 
@@ -329,6 +330,28 @@ pub fn update(p: &UpdatePlan) -> Result<()> {
 /// GPUs of the first driver that has any (CUDA, then HIP).
 pub fn device_count() -> Result<i32> {
     Ok(drivers()?[0].device_count())
+}
+
+/// One GPU as `ccv1d info` lists it.
+#[derive(Clone, Debug)]
+pub struct DeviceListing {
+    /// "CUDA" or "HIP".
+    pub api: &'static str,
+    pub ordinal: i32,
+    /// The driver's name for the device, when it can tell.
+    pub name: Option<String>,
+    pub info: DeviceInfo,
+}
+
+/// Every device of every usable driver this build has kernels for (for `ccv1d info`).
+pub fn devices() -> Result<Vec<DeviceListing>> {
+    let mut v = Vec::new();
+    for d in drivers()? {
+        for i in 0..d.device_count() {
+            v.push(DeviceListing { api: d.api(), ordinal: i, name: d.device_name(i), info: cache::device_info(d, i)? });
+        }
+    }
+    Ok(v)
 }
 
 /// Device memory in the calling thread's current context (HIP: current device), else on device

@@ -3,9 +3,12 @@
 //   1. x over [t0-KP, t0+TILE+KP) into shared memory (own vectors 16-byte loads, halos scalar),
 //      dout of the own vectors into registers;
 //   2. g(t) = dout * act'(pre(t)) for the own tokens (pre recomputed from x) and for the K tokens
-//      after the tile (right halo, generic path) into shared memory;
+//      after the tile (right halo) into shared memory;
 //   3. dx(p) = sum_k w[k] g(p+K-k) (+ dfinal term), and the dweight/dbias partial sums
 //      g(t) * x(t-K+k) in registers.
+// Rows without seq_idx / cu_seqlens are plain everywhere (initial state in the left halo, dfinal
+// added to the last K dx); otherwise vectors whose window (K either side) leaves their sequence
+// take the generic per-element path.
 // At the end the block's partials (W+1 floats) are summed in a fixed order and written to
 // ws[(b*n_chunks + chunk), d, 0..W]; bwd_reduce (misc.hip) adds the partials in a fixed order.
 #include "instances.h"

@@ -2,9 +2,10 @@
 // Block = (batch row b, channel d, chunk of `P.chunk` tokens); it walks its chunk tile by tile.
 // A tile: each thread loads ITEMS 16-byte vectors of x (fp32 in registers and in shared memory),
 // the K tokens before the tile (halo) come from global memory; each thread then reads the K
-// values before its vector from shared memory and computes V outputs. Tokens whose window leaves
-// their sequence (first K tokens of a row/sequence, seq_idx changes, skipped slots) take the
-// generic per-element path (initial states, masks), everything else the plain path.
+// values before its vector from shared memory and computes V outputs. Rows without seq_idx and
+// cu_seqlens are plain everywhere (the halo before the row start holds the initial state or 0);
+// with seq_idx or cu_seqlens, vectors whose window leaves their sequence (sequence starts, id
+// changes, skipped slots) take the generic per-element path (out of line, scalar).
 #include "instances.h"
 
 template <typename T, int W>

@@ -35,7 +35,11 @@ fn backend_code(code: i32, x_addr: usize) -> Result<Backend> {
             if crate::gpu::compiled_backends() == 0 {
                 bail!(CCV1D_ERR_NO_DEVICE, "backend: GPU requested but this build has no GPU backend (CPU-only build)");
             }
-            Ok(Backend::Gpu)
+            match crate::gpu::device_count() {
+                Ok(n) if n > 0 => Ok(Backend::Gpu),
+                Ok(_) => bail!(CCV1D_ERR_NO_DEVICE, "backend: GPU requested but the driver reports no device"),
+                Err(e) => bail!(CCV1D_ERR_NO_DEVICE, "backend: GPU requested but {}", e.msg),
+            }
         }
         CCV1D_BACKEND_AUTO => Ok(if crate::gpu::is_device_pointer(x_addr) { Backend::Gpu } else { Backend::Cpu }),
         _ => bail!(CCV1D_ERR_BACKEND, "backend: unknown code {code} (expected 0=AUTO, 1=CPU, 2=GPU)"),

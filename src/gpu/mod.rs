@@ -422,7 +422,7 @@ pub fn is_device_pointer(addr: usize) -> bool {
     drivers().map(|ds| ds.iter().any(|d| d.mem(addr).on_device())).unwrap_or(false)
 }
 
-/// For the GPU smoke test (examples/gpu_smoke) and the library's own tests: not a public API.
+/// For the GPU smoke test (tests/gpu/smoke) and the library's own tests: not a public API.
 #[doc(hidden)]
 pub mod testing {
     pub use super::launch::{DeviceInfo, Launch, Vendor};

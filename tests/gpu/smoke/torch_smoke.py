@@ -2,7 +2,7 @@
 with PyTorch's (primary) context current, under CUDA graph capture, and from a thread that never
 touched CUDA. Needs a libcausal_conv1d.so built with a CUDA image (any build with cfg ccv1d_cuda).
 
-    python3 examples/gpu_smoke/torch_smoke.py path/to/libcausal_conv1d.so
+    python3 tests/gpu/smoke/torch_smoke.py path/to/libcausal_conv1d.so
 
 Prints PASS/FAIL lines; exit status 1 when anything failed.
 """

@@ -5,10 +5,10 @@
 //! It launches the tiny kernels of `smoke_kernels.cu` through the same path `ccv1d_fwd`/`bwd`
 //! use (`gpu::testing::run` = the library's `exec`), so it needs no kernel selection.
 //!
-//!   nvcc -fatbin -gencode arch=compute_90,code=sm_90 -o k.fatbin examples/gpu_smoke/smoke_kernels.cu
+//!   nvcc -fatbin -gencode arch=compute_90,code=sm_90 -o k.fatbin tests/gpu/smoke/smoke_kernels.cu
 //!   cargo build --release --example gpu_smoke
-//!   target/release/examples/gpu_smoke k.fatbin                        # all checks
-//!   CCV1D_SYNC_CHECK=1 target/release/examples/gpu_smoke k.fatbin --fault   # fault reporting
+//!   target/release/tests/gpu/smoke k.fatbin                        # all checks
+//!   CCV1D_SYNC_CHECK=1 target/release/tests/gpu/smoke k.fatbin --fault   # fault reporting
 //!
 //! Prints one `PASS`/`FAIL`/`INFO` line per check; exit status 1 when anything failed.
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# GPU validation sweep, run on the GPU machine from the repository root with the binaries built
+# on a Rust machine (`CAUSAL_CONV1D_BACKEND=all cargo test --release --no-run`, stripped copies of
+# the test executables sweep/seeds/validation/huge/causal_conv1d, ccv1d and libcausal_conv1d.so in
+# $BIN). Every step's log goes to $LOG (default ./gpu-logs; packed into $OUT/gpu-logs.tgz when the
+# device tool's $OUT is set); the summary table is printed last.
+# Usage: BIN=.carry/gpu bash tests/gpu/validate.sh
+set -u
+BIN=${BIN:-.carry/gpu}
+LOG=${LOG:-gpu-logs}
+mkdir -p "$LOG"
+export CCV1D_TEST_BACKEND=gpu PYTHONUNBUFFERED=1
+summary=()
+step() {  # step NAME TIMEOUT_S CMD...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$LOG/$name.log" 2>&1
+  local rc=$?
+  local res=PASS; [ $rc -ne 0 ] && res="FAIL(rc=$rc)"
+  summary+=("$(printf '%-22s %-12s %4ds  %s' "$name" "$res" $((SECONDS - t0)) "$(grep -E 'test result|passed, |RESULT|ERROR SUMMARY|B·D·L' "$LOG/$name.log" | tail -1 | cut -c1-90)")")
+  echo "[$((SECONDS))s] $name: $res"
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+step info 30 "$BIN/ccv1d" info
+step ccv1d-test-full 60 "$BIN/ccv1d" test --backend gpu --full
+step sweep 200 env CCV1D_TEST_CASES=${CASES:-1000} CCV1D_TEST_REPEATS=100 "$BIN/sweep" --test-threads=4 --nocapture
+step seeds 60 "$BIN/seeds"
+step validation 120 "$BIN/validation" --include-ignored
+step huge-2pow31 150 "$BIN/huge" --ignored --nocapture
+step kernel-selftest 60 "$BIN/causal_conv1d" gpu::kernels::gputest --ignored --test-threads=1
+step torch-ctypes 90 python3 examples-c/torch_ctypes.py "$BIN/libcausal_conv1d.so"
+step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 env CCV1D_TEST_CASES=24 CCV1D_TEST_REPEATS=2 "$BIN/sweep" --test-threads=1
+step racecheck 100 compute-sanitizer --tool racecheck --error-exitcode 9 env CCV1D_TEST_CASES=8 CCV1D_TEST_REPEATS=2 "$BIN/sweep" --test-threads=1
+echo
+echo "step                   result       time  last line"
+printf '%s\n' "${summary[@]}"
+[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-logs.tgz" -C "$LOG" .

@@ -280,6 +280,7 @@ fn gpu_build(manifest: &Path, out_dir: &Path) {
                 .filter(|(l, _)| l.starts_with(p))
                 .map(|(_, s)| s)
                 .sum::<f64>()
+                + 0.0 // an empty f64 sum is -0.0
         };
         println!(
             "cargo:warning=causal-conv1d: GPU kernels compiled in {secs:.0} s on {jobs} threads (nvcc jobs {:.0} s, hipcc {:.0} s, added up)",

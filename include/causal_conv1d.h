@@ -120,7 +120,8 @@ typedef struct ccv1d_bwd_params {
   struct ccv1d_tensor dbias;
   // `[num_state_slots, dim, width-1]`, x's dtype; optional (requires initial_states).
   struct ccv1d_tensor dinitial_states;
-  // Caller's scratch (device memory on the GPU); NULL = the library's pool.
+  // Caller's scratch (device memory on the GPU, 16-byte aligned, at least
+  // `ccv1d_bwd_workspace_size` bytes); NULL = the library's stream-ordered pool.
   void *workspace;
   size_t workspace_size;
   // 0 (default): dweight/dbias bitwise reproducible. 1: the backend may use atomics.

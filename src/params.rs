@@ -118,7 +118,8 @@ pub struct ccv1d_bwd_params {
     pub dbias: ccv1d_tensor,
     /// `[num_state_slots, dim, width-1]`, x's dtype; optional (requires initial_states).
     pub dinitial_states: ccv1d_tensor,
-    /// Caller's scratch (device memory on the GPU); NULL = the library's pool.
+    /// Caller's scratch (device memory on the GPU, 16-byte aligned, at least
+    /// `ccv1d_bwd_workspace_size` bytes); NULL = the library's stream-ordered pool.
     pub workspace: *mut c_void,
     pub workspace_size: usize,
     /// 0 (default): dweight/dbias bitwise reproducible. 1: the backend may use atomics.

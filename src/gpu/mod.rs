@@ -254,6 +254,9 @@ fn exec(
     let need = need(&ld.info);
     let (ws, pooled) = match workspace {
         Some((addr, bytes)) => {
+            if addr % 16 != 0 {
+                bail!(CCV1D_ERR_WORKSPACE, "`workspace` ({addr:#x}) must be 16-byte aligned");
+            }
             if bytes < need {
                 bail!(
                     CCV1D_ERR_WORKSPACE,

@@ -3,12 +3,12 @@
 use std::array::from_fn;
 
 use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
-use super::elem::{load, store, store_zeros};
+use super::elem::{load, store, store_streaming, store_zeros};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
 use super::Cfg;
 use crate::error::Result;
-use crate::plan::FwdPlan;
+use crate::plan::{FwdPlan, View};
 
 struct Scratch {
     /// Input window: K halo values (tokens) then a chunk (channel-first), or K halo rows then a
@@ -24,8 +24,14 @@ struct Scratch {
     mask: Vec<u8>,
 }
 
+/// Outputs at least this large are written with streaming stores: they cannot stay in any
+/// cache anyway, and plain stores would first read every output line from memory.
+const STREAM_OUT_BYTES: i64 = 64 << 20;
+
 pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
     let cv = Conv::new(&p.inp)?;
+    let out_bytes = p.inp.batch * p.inp.dim * p.inp.seqlen * p.out.dtype.size() as i64;
+    let put: Put = if out_bytes >= STREAM_OUT_BYTES { store_streaming } else { store };
     let jobs = cv.jobs(cfg, &mut []);
     let cmax = jobs.iter().map(|j| j.c1 - j.c0).max().unwrap_or(0);
     let (w, k) = (cv.w, cv.k);
@@ -53,10 +59,13 @@ pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
             }
         })
     };
-    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_fwd(&cv, p, cfg, s, &job)))
+    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_fwd(&cv, p, cfg, put, s, &job)))
 }
 
-fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, s: &mut Scratch, job: &Job) -> Result<()> {
+/// How `out` is written: [`store`] or [`store_streaming`].
+type Put = fn(&View, i64, i64, &[f32]);
+
+fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut Scratch, job: &Job) -> Result<()> {
     let nc = job.c1 - job.c0;
     if cv.cl {
         let ncp = row_stride(nc);
@@ -78,14 +87,14 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, s: &mut Scratch, j
         }
         if cv.cl {
             let mask = std::mem::take(&mut s.mask);
-            cl_unit::<W>(cv, p, cfg.tile, s, masked.then_some(&mask[..]), u, job.c0, nc);
+            cl_unit::<W>(cv, p, cfg.tile, put, s, masked.then_some(&mask[..]), u, job.c0, nc);
             s.mask = mask;
         } else {
             let mask = masked.then_some(&s.mask[..]);
             for d in job.c0..job.c1 {
                 match mask {
-                    Some(m) => cf_row::<W, true>(cv, p, cfg.chunk, &mut s.xe, &mut s.o, m, u, d),
-                    None => cf_row::<W, false>(cv, p, cfg.chunk, &mut s.xe, &mut s.o, &[], u, d),
+                    Some(m) => cf_row::<W, true>(cv, p, cfg.chunk, put, &mut s.xe, &mut s.o, m, u, d),
+                    None => cf_row::<W, false>(cv, p, cfg.chunk, put, &mut s.xe, &mut s.o, &[], u, d),
                 }
             }
         }
@@ -114,6 +123,7 @@ fn cf_row<const W: usize, const M: bool>(
     cv: &Conv,
     p: &FwdPlan,
     chunk: usize,
+    put: Put,
     xe: &mut [f32],
     o: &mut [f32],
     mask: &[u8],
@@ -147,7 +157,7 @@ fn cf_row<const W: usize, const M: bool>(
             cf_conv::<W>(o, bias, &w, &xe[..k + n]);
             apply_act(inp.act, o);
         }
-        store(out, ob + t as i64 * out.stride[2], out.stride[2], o);
+        put(out, ob + t as i64 * out.stride[2], out.stride[2], o);
         xe.copy_within(n..n + k, 0);
         t += n;
     }
@@ -169,6 +179,7 @@ fn cl_unit<const W: usize>(
     cv: &Conv,
     p: &FwdPlan,
     tile: usize,
+    put: Put,
     s: &mut Scratch,
     mask: Option<&[u8]>,
     u: &Unit,
@@ -209,7 +220,7 @@ fn cl_unit<const W: usize>(
             if bits[i] == 0 {
                 o[row(i)].fill(0.0);
             }
-            store(out, ob + (t + i) as i64 * out.stride[2], out.stride[1], &o[row(i)]);
+            put(out, ob + (t + i) as i64 * out.stride[2], out.stride[1], &o[row(i)]);
         }
         xe.copy_within(n * ncp..(n + k) * ncp, 0);
         t += n;

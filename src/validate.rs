@@ -297,6 +297,30 @@ struct ConvFields<'a> {
     num_state_slots: i64,
 }
 
+/// The shared fields of `ccv1d_fwd_params` / `ccv1d_bwd_params` (same names in both).
+macro_rules! conv_fields {
+    ($p:ident) => {
+        ConvFields {
+            backend: $p.backend,
+            activation: $p.activation,
+            batch: $p.batch,
+            dim: $p.dim,
+            seqlen: $p.seqlen,
+            width: $p.width,
+            x: &$p.x,
+            weight: &$p.weight,
+            bias: &$p.bias,
+            seq_idx: &$p.seq_idx,
+            initial_states: &$p.initial_states,
+            cu_seqlens: &$p.cu_seqlens,
+            state_indices: &$p.state_indices,
+            has_initial_state: &$p.has_initial_state,
+            num_seqs: $p.num_seqs,
+            num_state_slots: $p.num_state_slots,
+        }
+    };
+}
+
 /// Validate the shared inputs; push their spans (all inputs) into `spans`.
 unsafe fn conv_inputs(f: &ConvFields, stream: usize, spans: &mut Vec<Span>) -> Result<ConvInputs> {
     let act = activation_code(f.activation)?;
@@ -394,24 +418,7 @@ unsafe fn conv_inputs(f: &ConvFields, stream: usize, spans: &mut Vec<Span>) -> R
 /// Validate a forward call.
 pub unsafe fn fwd(p: *const ccv1d_fwd_params, stream: usize) -> Result<FwdPlan> {
     let p = read_params(p, "ccv1d_fwd_params")?;
-    let fields = ConvFields {
-        backend: p.backend,
-        activation: p.activation,
-        batch: p.batch,
-        dim: p.dim,
-        seqlen: p.seqlen,
-        width: p.width,
-        x: &p.x,
-        weight: &p.weight,
-        bias: &p.bias,
-        seq_idx: &p.seq_idx,
-        initial_states: &p.initial_states,
-        cu_seqlens: &p.cu_seqlens,
-        state_indices: &p.state_indices,
-        has_initial_state: &p.has_initial_state,
-        num_seqs: p.num_seqs,
-        num_state_slots: p.num_state_slots,
-    };
+    let fields = conv_fields!(p);
     let mut inputs = Vec::new();
     let inp = conv_inputs(&fields, stream, &mut inputs)?;
     let mut outputs = Vec::new();
@@ -427,24 +434,7 @@ pub unsafe fn fwd(p: *const ccv1d_fwd_params, stream: usize) -> Result<FwdPlan> 
 /// Validate a backward call.
 pub unsafe fn bwd(p: *const ccv1d_bwd_params, stream: usize) -> Result<BwdPlan> {
     let p = read_params(p, "ccv1d_bwd_params")?;
-    let fields = ConvFields {
-        backend: p.backend,
-        activation: p.activation,
-        batch: p.batch,
-        dim: p.dim,
-        seqlen: p.seqlen,
-        width: p.width,
-        x: &p.x,
-        weight: &p.weight,
-        bias: &p.bias,
-        seq_idx: &p.seq_idx,
-        initial_states: &p.initial_states,
-        cu_seqlens: &p.cu_seqlens,
-        state_indices: &p.state_indices,
-        has_initial_state: &p.has_initial_state,
-        num_seqs: p.num_seqs,
-        num_state_slots: p.num_state_slots,
-    };
+    let fields = conv_fields!(p);
     let mut inputs = Vec::new();
     let inp = conv_inputs(&fields, stream, &mut inputs)?;
     let xdims = [inp.batch, inp.dim, inp.seqlen];

@@ -132,7 +132,7 @@ fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, j
     }
     for u in &cv.units[job.u0..job.u1] {
         if u.slot < 0 {
-            zero_unit(cv, p, u, job.c0, job.c1);
+            cv.zero_unit(&p.dx, u, job.c0, job.c1); // and it adds nothing to dweight/dbias
             continue;
         }
         let masked = cv.masked();
@@ -163,21 +163,6 @@ fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, j
         }
     }
     Ok(())
-}
-
-/// A skipped sequence: its dx is 0 (and it adds nothing to dweight/dbias).
-fn zero_unit(cv: &Conv, p: &BwdPlan, u: &Unit, c0: usize, c1: usize) {
-    let o = &p.dx;
-    let base = u.row * o.stride[0] + u.t0 * o.stride[2];
-    if cv.cl {
-        for t in 0..u.len as i64 {
-            store_zeros(o, base + t * o.stride[2] + c0 as i64 * o.stride[1], o.stride[1], c1 - c0);
-        }
-    } else {
-        for d in c0..c1 {
-            store_zeros(o, base + d as i64 * o.stride[1], o.stride[2], u.len);
-        }
-    }
 }
 
 /// Whether dfinal_states[j] reaches position L-K+j (the final-state condition of the forward).

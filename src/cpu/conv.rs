@@ -1,11 +1,11 @@
 //! What forward and backward share: the sequences of a call, its weights in f32, seq_idx masks,
 //! the split into jobs, and the inner loops (monomorphised over the width `W`).
 
-use super::elem::{idx1, idx2, load};
+use super::elem::{idx1, idx2, load, store_zeros};
 use super::pool::{grow, zeroed};
 use super::Cfg;
 use crate::error::Result;
-use crate::plan::{ConvInputs, Seqs};
+use crate::plan::{ConvInputs, Seqs, View};
 
 /// One sequence: tokens `[t0, t0+len)` of batch row `row`, its state slot (`< 0`: skipped) and
 /// whether its initial state is read.
@@ -138,6 +138,20 @@ impl<'a> Conv<'a> {
             }
         }
         jobs
+    }
+
+    /// A skipped sequence (slot < 0): its tokens of channels `[c0, c1)` in `o` (out or dx) are 0.
+    pub fn zero_unit(&self, o: &View, u: &Unit, c0: usize, c1: usize) {
+        let base = u.row * o.stride[0] + u.t0 * o.stride[2];
+        if self.cl {
+            for t in 0..u.len as i64 {
+                store_zeros(o, base + t * o.stride[2] + c0 as i64 * o.stride[1], o.stride[1], c1 - c0);
+            }
+        } else {
+            for d in c0..c1 {
+                store_zeros(o, base + d as i64 * o.stride[1], o.stride[2], u.len);
+            }
+        }
     }
 
     pub fn masked(&self) -> bool {

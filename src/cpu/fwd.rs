@@ -78,7 +78,7 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
     }
     for u in &cv.units[job.u0..job.u1] {
         if u.slot < 0 {
-            zero_unit(cv, p, u, job.c0, job.c1);
+            cv.zero_unit(&p.out, u, job.c0, job.c1);
             continue;
         }
         let masked = cv.masked();
@@ -100,21 +100,6 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
         }
     }
     Ok(())
-}
-
-/// A skipped sequence: its outputs are 0.
-fn zero_unit(cv: &Conv, p: &FwdPlan, u: &Unit, c0: usize, c1: usize) {
-    let o = &p.out;
-    let base = u.row * o.stride[0] + u.t0 * o.stride[2];
-    if cv.cl {
-        for t in 0..u.len as i64 {
-            store_zeros(o, base + t * o.stride[2] + c0 as i64 * o.stride[1], o.stride[1], c1 - c0);
-        }
-    } else {
-        for d in c0..c1 {
-            store_zeros(o, base + d as i64 * o.stride[1], o.stride[2], u.len);
-        }
-    }
 }
 
 /// Channel-first: channel `d` of unit `u`, chunk by chunk over a sliding f32 window.

@@ -652,6 +652,50 @@ impl Done {
     }
 }
 
+/// One value of a bench record, as both writers need it.
+enum Field {
+    Text(String),
+    /// A measurement: full precision in JSON, `decimals` in CSV; absent (JSON) / empty (CSV) when None.
+    Num(Option<f64>, usize),
+    Int(Option<usize>),
+    Flag(bool),
+}
+
+/// The columns of one row, in order: the JSON keys and the CSV header are these names.
+fn record(d: &Done, copy: f64) -> Vec<(&'static str, Field)> {
+    use Field::*;
+    let r = &d.row;
+    let t = d.res.as_ref().ok();
+    let g = d.gbs();
+    let ms = |f: fn(&Timing) -> f64| Num(t.map(f), 6);
+    let count = |f: fn(&Timing) -> usize| Int(t.map(f));
+    vec![
+        ("preset", Text(r.preset.into())),
+        ("name", Text(r.name.clone())),
+        ("op", Text(r.op.name().into())),
+        ("dtype", Text(r.dt.name().into())),
+        ("layout", Text(r.layout().into())),
+        ("silu", Flag(r.silu)),
+        ("bias", Flag(r.bias)),
+        ("batch", Int(Some(r.batch))),
+        ("dim", Int(Some(r.dim))),
+        ("seqlen", Int(Some(r.seqlen))),
+        ("width", Int(Some(r.width))),
+        ("state_len", Int(Some(r.state_len))),
+        ("traffic_bytes", Int(Some(r.traffic()))),
+        ("median_ms", ms(|t| t.median_ms)),
+        ("min_ms", ms(|t| t.min_ms)),
+        ("mean_ms", ms(|t| t.mean_ms)),
+        ("gbs", Num(g, 3)),
+        ("pct_copy", Num(g.map(|g| 100.0 * g / copy), 2)),
+        ("warmup", count(|t| t.warmup)),
+        ("iters", count(|t| t.iters)),
+        ("sets", count(|t| t.sets)),
+        ("cache", t.map_or(Int(None), |t| Text(if t.cold { "cold" } else { "warm" }.into()))),
+        ("error", d.res.as_ref().err().map_or(Int(None), |e| Text(e.clone()))),
+    ]
+}
+
 fn write_json(path: &str, head: &[(&str, String)], rows: &[Done], copy: f64) -> std::io::Result<()> {
     let mut s = String::from("{\n");
     for (k, v) in head {
@@ -659,46 +703,19 @@ fn write_json(path: &str, head: &[(&str, String)], rows: &[Done], copy: f64) -> 
     }
     let _ = writeln!(s, "  \"copy_gbs\": {},\n  \"rows\": [", json_num(copy));
     for (i, d) in rows.iter().enumerate() {
-        let r = &d.row;
-        let _ = write!(
-            s,
-            "    {{\"preset\": {}, \"name\": {}, \"op\": {}, \"dtype\": {}, \"layout\": {}, \"silu\": {}, \"bias\": {}, \"batch\": {}, \"dim\": {}, \"seqlen\": {}, \"width\": {}, \"state_len\": {}, \"traffic_bytes\": {}",
-            json_str(r.preset),
-            json_str(&r.name),
-            json_str(r.op.name()),
-            json_str(r.dt.name()),
-            json_str(r.layout()),
-            r.silu,
-            r.bias,
-            r.batch,
-            r.dim,
-            r.seqlen,
-            r.width,
-            r.state_len,
-            r.traffic()
-        );
-        match &d.res {
-            Ok(t) => {
-                let g = d.gbs().unwrap_or(f64::NAN);
-                let _ = write!(
-                    s,
-                    ", \"median_ms\": {}, \"min_ms\": {}, \"mean_ms\": {}, \"gbs\": {}, \"pct_copy\": {}, \"warmup\": {}, \"iters\": {}, \"sets\": {}, \"cache\": {}}}",
-                    json_num(t.median_ms),
-                    json_num(t.min_ms),
-                    json_num(t.mean_ms),
-                    json_num(g),
-                    json_num(100.0 * g / copy),
-                    t.warmup,
-                    t.iters,
-                    t.sets,
-                    json_str(if t.cold { "cold" } else { "warm" })
-                );
-            }
-            Err(e) => {
-                let _ = write!(s, ", \"error\": {}}}", json_str(e));
-            }
-        }
-        s.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
+        let fields: Vec<String> = record(d, copy)
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let v = match v {
+                    Field::Text(t) => json_str(&t),
+                    Field::Num(n, _) => json_num(n?),
+                    Field::Int(n) => n?.to_string(),
+                    Field::Flag(b) => b.to_string(),
+                };
+                Some(format!("{}: {v}", json_str(k)))
+            })
+            .collect();
+        let _ = writeln!(s, "    {{{}}}{}", fields.join(", "), if i + 1 < rows.len() { "," } else { "" });
     }
     s.push_str("  ]\n}\n");
     std::fs::write(path, s)
@@ -713,47 +730,23 @@ fn csv_field(s: &str) -> String {
 }
 
 fn write_csv(path: &str, rows: &[Done], copy: f64) -> std::io::Result<()> {
-    let mut s = String::from("preset,name,op,dtype,layout,silu,bias,batch,dim,seqlen,width,state_len,traffic_bytes,median_ms,min_ms,mean_ms,gbs,pct_copy,warmup,iters,sets,cache,error\n");
-    for d in rows {
-        let r = &d.row;
-        let _ = write!(
-            s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.preset,
-            csv_field(&r.name),
-            r.op.name(),
-            r.dt.name(),
-            r.layout(),
-            r.silu,
-            r.bias,
-            r.batch,
-            r.dim,
-            r.seqlen,
-            r.width,
-            r.state_len,
-            r.traffic()
-        );
-        match &d.res {
-            Ok(t) => {
-                let g = d.gbs().unwrap_or(f64::NAN);
-                let _ = writeln!(
-                    s,
-                    ",{:.6},{:.6},{:.6},{:.3},{:.2},{},{},{},{},",
-                    t.median_ms,
-                    t.min_ms,
-                    t.mean_ms,
-                    g,
-                    100.0 * g / copy,
-                    t.warmup,
-                    t.iters,
-                    t.sets,
-                    if t.cold { "cold" } else { "warm" }
-                );
-            }
-            Err(e) => {
-                let _ = writeln!(s, ",,,,,,,,,,{}", csv_field(e));
-            }
+    let mut s = String::new();
+    for (i, d) in rows.iter().enumerate() {
+        let rec = record(d, copy);
+        if i == 0 {
+            let names: Vec<&str> = rec.iter().map(|(k, _)| *k).collect();
+            let _ = writeln!(s, "{}", names.join(","));
         }
+        let cells: Vec<String> = rec
+            .into_iter()
+            .map(|(_, v)| match v {
+                Field::Text(t) => csv_field(&t),
+                Field::Num(n, dec) => n.map_or(String::new(), |n| format!("{n:.dec$}")),
+                Field::Int(n) => n.map_or(String::new(), |n| n.to_string()),
+                Field::Flag(b) => b.to_string(),
+            })
+            .collect();
+        let _ = writeln!(s, "{}", cells.join(","));
     }
     std::fs::write(path, s)
 }

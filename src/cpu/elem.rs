@@ -26,6 +26,40 @@ fn addr_of(addr: usize, off: i64, size: usize) -> usize {
     (addr as i64).wrapping_add(off.wrapping_mul(size as i64)) as usize
 }
 
+/// The f16 and bf16 arms of [`load`]: they differ only in the type.
+macro_rules! load_half {
+    ($t:ty, $base:expr, $step:expr, $contiguous:expr, $dst:expr) => {
+        if $contiguous {
+            // SAFETY: n in-bounds elements of the view (module doc); a 2-byte POD, base 2-aligned.
+            let s = unsafe { std::slice::from_raw_parts($base as *const $t, $dst.len()) };
+            s.convert_to_f32_slice($dst);
+        } else {
+            for (i, d) in $dst.iter_mut().enumerate() {
+                let a = addr_of($base, i as i64 * $step, 2);
+                // SAFETY: in-bounds element of the view (module doc); unaligned read.
+                *d = <$t>::from_bits(unsafe { std::ptr::read_unaligned(a as *const u16) }).to_f32();
+            }
+        }
+    };
+}
+
+/// The f16 and bf16 arms of [`store`].
+macro_rules! store_half {
+    ($t:ty, $base:expr, $step:expr, $contiguous:expr, $src:expr) => {
+        if $contiguous {
+            // SAFETY: n in-bounds elements only this job writes (module doc); 2-aligned.
+            let d = unsafe { std::slice::from_raw_parts_mut($base as *mut $t, $src.len()) };
+            d.convert_from_f32_slice($src);
+        } else {
+            for (i, s) in $src.iter().enumerate() {
+                let a = addr_of($base, i as i64 * $step, 2);
+                // SAFETY: in-bounds element only this job writes (module doc).
+                unsafe { std::ptr::write_unaligned(a as *mut u16, <$t>::from_f32(*s).to_bits()) };
+            }
+        }
+    };
+}
+
 /// `dst[i] = v[off + i·step]` converted to f32.
 pub fn load(v: &View, off: i64, step: i64, dst: &mut [f32]) {
     let n = dst.len();
@@ -49,32 +83,8 @@ pub fn load(v: &View, off: i64, step: i64, dst: &mut [f32]) {
                 }
             }
         }
-        DType::F16 => {
-            if contiguous {
-                // SAFETY: as above; f16 is a 2-byte POD and base is 2-aligned.
-                let s = unsafe { std::slice::from_raw_parts(base as *const f16, n) };
-                s.convert_to_f32_slice(dst);
-            } else {
-                for (i, d) in dst.iter_mut().enumerate() {
-                    let a = addr_of(base, i as i64 * step, 2);
-                    // SAFETY: in-bounds element of the view (module doc); unaligned read.
-                    *d = f16::from_bits(unsafe { std::ptr::read_unaligned(a as *const u16) }).to_f32();
-                }
-            }
-        }
-        DType::BF16 => {
-            if contiguous {
-                // SAFETY: as above; bf16 is a 2-byte POD and base is 2-aligned.
-                let s = unsafe { std::slice::from_raw_parts(base as *const bf16, n) };
-                s.convert_to_f32_slice(dst);
-            } else {
-                for (i, d) in dst.iter_mut().enumerate() {
-                    let a = addr_of(base, i as i64 * step, 2);
-                    // SAFETY: in-bounds element of the view (module doc); unaligned read.
-                    *d = bf16::from_bits(unsafe { std::ptr::read_unaligned(a as *const u16) }).to_f32();
-                }
-            }
-        }
+        DType::F16 => load_half!(f16, base, step, contiguous, dst),
+        DType::BF16 => load_half!(bf16, base, step, contiguous, dst),
     }
 }
 
@@ -101,36 +111,11 @@ pub fn store(v: &View, off: i64, step: i64, src: &[f32]) {
                 }
             }
         }
-        DType::F16 => {
-            if contiguous {
-                // SAFETY: as above; 2-aligned.
-                let d = unsafe { std::slice::from_raw_parts_mut(base as *mut f16, n) };
-                d.convert_from_f32_slice(src);
-            } else {
-                for (i, s) in src.iter().enumerate() {
-                    let a = addr_of(base, i as i64 * step, 2);
-                    // SAFETY: in-bounds element only this job writes (module doc).
-                    unsafe { std::ptr::write_unaligned(a as *mut u16, f16::from_f32(*s).to_bits()) };
-                }
-            }
-        }
-        DType::BF16 => {
-            if contiguous {
-                // SAFETY: as above; 2-aligned.
-                let d = unsafe { std::slice::from_raw_parts_mut(base as *mut bf16, n) };
-                d.convert_from_f32_slice(src);
-            } else {
-                for (i, s) in src.iter().enumerate() {
-                    let a = addr_of(base, i as i64 * step, 2);
-                    // SAFETY: in-bounds element only this job writes (module doc).
-                    unsafe { std::ptr::write_unaligned(a as *mut u16, bf16::from_f32(*s).to_bits()) };
-                }
-            }
-        }
+        DType::F16 => store_half!(f16, base, step, contiguous, src),
+        DType::BF16 => store_half!(bf16, base, step, contiguous, src),
     }
 }
 
-/// Write `n` zeros at `v[off + i·step]`.
 /// [`store`] for outputs far larger than the caches: contiguous, 16-byte aligned f32 runs are
 /// written with non-temporal stores, which skip reading each destination line first (a third
 /// memory stream for a pure write). Everything else, and non-x86 targets, goes through `store`.
@@ -157,6 +142,7 @@ pub fn store_streaming(v: &View, off: i64, step: i64, src: &[f32]) {
     store(v, off, step, src)
 }
 
+/// Write `n` zeros at `v[off + i·step]`.
 pub fn store_zeros(v: &View, off: i64, step: i64, n: usize) {
     const Z: [f32; 256] = [0.0; 256];
     let mut i = 0;

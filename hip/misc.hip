@@ -196,3 +196,15 @@ CCV_INSTANTIATE_W(update)
 CCV_INSTANTIATE_D(fwd_states)
 CCV_INSTANTIATE_D(bwd_states)
 CCV_EXTERN_KERNEL void CCV_LAUNCH_BOUNDS(CCV_NT_bwd_reduce) ccv1d_bwd_reduce(CCV_GRID_CONST ccv_params P) { bwd_reduce_body(P); }
+
+// ---------------------------------------------------------------- copy (bench ceiling only)
+// `seqlen` 16-byte vectors, grid-stride, one 16-byte load and store per thread per step: the
+// device-copy reference `ccv1d bench` puts beside the driver's memcpy.
+// x = src, out = dst (both 16-byte aligned).
+CCV_EXTERN_KERNEL void CCV_LAUNCH_BOUNDS(256) ccv1d_copy16(CCV_GRID_CONST ccv_params P) {
+  const ccv_vec16* src = (const ccv_vec16*)P.x;
+  ccv_vec16* dst = (ccv_vec16*)P.out;
+  const int64_t n = P.seqlen;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) dst[i] = src[i];
+}

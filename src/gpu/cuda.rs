@@ -43,6 +43,8 @@ const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: i32 = 4;
 const CU_MEM_ALLOCATION_TYPE_PINNED: i32 = 1;
 const CU_MEM_LOCATION_TYPE_DEVICE: i32 = 1;
 const CU_STREAM_CAPTURE_STATUS_NONE: i32 = 0;
+const CU_STREAM_NON_BLOCKING: u32 = 1;
+const CU_STREAM_CAPTURE_MODE_RELAXED: i32 = 2;
 
 fn_table! {
     /// The CUDA driver entry points this library uses.
@@ -88,6 +90,14 @@ fn_table! {
             cuEventElapsedTime: fn(*mut f32, usize, usize) -> CUresult;
             cuEventElapsedTime_v2: fn(*mut f32, usize, usize) -> CUresult;
             cuEventDestroy_v2: fn(usize) -> CUresult;
+            cuStreamCreate: fn(*mut usize, u32) -> CUresult;
+            cuStreamDestroy_v2: fn(usize) -> CUresult;
+            cuStreamBeginCapture_v2: fn(usize, i32) -> CUresult;
+            cuStreamEndCapture: fn(usize, *mut usize) -> CUresult;
+            cuGraphInstantiateWithFlags: fn(*mut usize, usize, u64) -> CUresult;
+            cuGraphLaunch: fn(usize, usize) -> CUresult;
+            cuGraphDestroy: fn(usize) -> CUresult;
+            cuGraphExecDestroy: fn(usize) -> CUresult;
         }
     }
 }
@@ -535,6 +545,56 @@ impl Driver for Cuda {
         if let Some(f) = self.api.cuEventDestroy_v2 {
             // SAFETY: an event from event_create.
             unsafe { f(event) };
+        }
+    }
+
+    fn stream_create(&self) -> Result<usize> {
+        let Some(f) = self.api.cuStreamCreate else { bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks cuStreamCreate") };
+        let mut st = 0usize;
+        // SAFETY: valid out-pointer, a context is current.
+        self.check(unsafe { f(&mut st, CU_STREAM_NON_BLOCKING) }, "cuStreamCreate")?;
+        Ok(st)
+    }
+
+    fn stream_destroy(&self, stream: usize) {
+        if let Some(f) = self.api.cuStreamDestroy_v2 {
+            // SAFETY: a stream from stream_create.
+            unsafe { f(stream) };
+        }
+    }
+
+    fn capture_begin(&self, stream: usize) -> Result<()> {
+        let Some(f) = self.api.cuStreamBeginCapture_v2 else { bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks cuStreamBeginCapture") };
+        // SAFETY: a live, non-default stream.
+        self.check(unsafe { f(stream, CU_STREAM_CAPTURE_MODE_RELAXED) }, "cuStreamBeginCapture")
+    }
+
+    fn capture_end(&self, stream: usize) -> Result<usize> {
+        let (Some(end), Some(inst), Some(destroy)) = (self.api.cuStreamEndCapture, self.api.cuGraphInstantiateWithFlags, self.api.cuGraphDestroy) else {
+            bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks the graph entry points")
+        };
+        let (mut graph, mut exec) = (0usize, 0usize);
+        // SAFETY: a capturing stream; valid out-pointers; the template graph is destroyed once
+        // instantiated (the executable graph does not depend on it).
+        unsafe {
+            self.check(end(stream, &mut graph), "cuStreamEndCapture")?;
+            let r = inst(&mut exec, graph, 0);
+            destroy(graph);
+            self.check(r, "cuGraphInstantiate")?;
+        }
+        Ok(exec)
+    }
+
+    fn graph_launch(&self, exec: usize, stream: usize) -> Result<()> {
+        let Some(f) = self.api.cuGraphLaunch else { bail!(CCV1D_ERR_DEVICE, "this CUDA driver lacks cuGraphLaunch") };
+        // SAFETY: an executable graph from capture_end, a live stream.
+        self.check(unsafe { f(exec, stream) }, "cuGraphLaunch")
+    }
+
+    fn graph_destroy(&self, exec: usize) {
+        if let Some(f) = self.api.cuGraphExecDestroy {
+            // SAFETY: an executable graph from capture_end.
+            unsafe { f(exec) };
         }
     }
 }

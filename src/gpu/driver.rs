@@ -140,6 +140,23 @@ pub(crate) trait Driver: Send + Sync {
         bail!(CCV1D_ERR_DEVICE, "the {} driver has no event functions", self.api())
     }
     fn event_destroy(&self, _event: usize) {}
+    /// A new non-blocking stream in the current context (graph replay in `ccv1d bench`).
+    fn stream_create(&self) -> Result<usize> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no stream creation", self.api())
+    }
+    fn stream_destroy(&self, _stream: usize) {}
+    /// Start capturing `stream` into a graph (relaxed mode).
+    fn capture_begin(&self, _stream: usize) -> Result<()> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no graph capture", self.api())
+    }
+    /// End the capture of `stream` and instantiate it: an executable graph.
+    fn capture_end(&self, _stream: usize) -> Result<usize> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no graph capture", self.api())
+    }
+    fn graph_launch(&self, _exec: usize, _stream: usize) -> Result<()> {
+        bail!(CCV1D_ERR_DEVICE, "the {} driver has no graph launch", self.api())
+    }
+    fn graph_destroy(&self, _exec: usize) {}
 }
 
 /// Streams 0 (NULL), 1 (CUDA's CU_STREAM_LEGACY) and 2 (per-thread default; also

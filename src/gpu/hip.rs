@@ -36,6 +36,8 @@ const HIP_MEM_LOCATION_TYPE_DEVICE: i32 = 1;
 const HIP_LAUNCH_PARAM_BUFFER_POINTER: usize = 1;
 const HIP_LAUNCH_PARAM_BUFFER_SIZE: usize = 2;
 const HIP_LAUNCH_PARAM_END: usize = 3;
+const HIP_STREAM_NON_BLOCKING: u32 = 1;
+const HIP_STREAM_CAPTURE_MODE_RELAXED: i32 = 2;
 
 fn_table! {
     /// The HIP runtime entry points this library uses.
@@ -75,6 +77,14 @@ fn_table! {
             hipEventSynchronize: fn(usize) -> HipError;
             hipEventElapsedTime: fn(*mut f32, usize, usize) -> HipError;
             hipEventDestroy: fn(usize) -> HipError;
+            hipStreamCreateWithFlags: fn(*mut usize, u32) -> HipError;
+            hipStreamDestroy: fn(usize) -> HipError;
+            hipStreamBeginCapture: fn(usize, i32) -> HipError;
+            hipStreamEndCapture: fn(usize, *mut usize) -> HipError;
+            hipGraphInstantiate: fn(*mut usize, usize, *mut usize, *mut c_char, usize) -> HipError;
+            hipGraphLaunch: fn(usize, usize) -> HipError;
+            hipGraphDestroy: fn(usize) -> HipError;
+            hipGraphExecDestroy: fn(usize) -> HipError;
         }
     }
 }
@@ -475,6 +485,56 @@ impl Driver for Hip {
         if let Some(f) = self.api.hipEventDestroy {
             // SAFETY: an event from event_create.
             unsafe { f(event) };
+        }
+    }
+
+    fn stream_create(&self) -> Result<usize> {
+        let Some(f) = self.api.hipStreamCreateWithFlags else { bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks hipStreamCreateWithFlags") };
+        let mut st = 0usize;
+        // SAFETY: valid out-pointer (on the current device).
+        self.check(unsafe { f(&mut st, HIP_STREAM_NON_BLOCKING) }, "hipStreamCreateWithFlags")?;
+        Ok(st)
+    }
+
+    fn stream_destroy(&self, stream: usize) {
+        if let Some(f) = self.api.hipStreamDestroy {
+            // SAFETY: a stream from stream_create.
+            unsafe { f(stream) };
+        }
+    }
+
+    fn capture_begin(&self, stream: usize) -> Result<()> {
+        let Some(f) = self.api.hipStreamBeginCapture else { bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks hipStreamBeginCapture") };
+        // SAFETY: a live, non-default stream.
+        self.check(unsafe { f(stream, HIP_STREAM_CAPTURE_MODE_RELAXED) }, "hipStreamBeginCapture")
+    }
+
+    fn capture_end(&self, stream: usize) -> Result<usize> {
+        let (Some(end), Some(inst), Some(destroy)) = (self.api.hipStreamEndCapture, self.api.hipGraphInstantiate, self.api.hipGraphDestroy) else {
+            bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks the graph entry points")
+        };
+        let (mut graph, mut exec) = (0usize, 0usize);
+        // SAFETY: a capturing stream; valid out-pointers (no error node / log wanted); the template
+        // graph is destroyed once instantiated.
+        unsafe {
+            self.check(end(stream, &mut graph), "hipStreamEndCapture")?;
+            let r = inst(&mut exec, graph, std::ptr::null_mut(), std::ptr::null_mut(), 0);
+            destroy(graph);
+            self.check(r, "hipGraphInstantiate")?;
+        }
+        Ok(exec)
+    }
+
+    fn graph_launch(&self, exec: usize, stream: usize) -> Result<()> {
+        let Some(f) = self.api.hipGraphLaunch else { bail!(CCV1D_ERR_DEVICE, "this HIP runtime lacks hipGraphLaunch") };
+        // SAFETY: an executable graph from capture_end, a live stream.
+        self.check(unsafe { f(exec, stream) }, "hipGraphLaunch")
+    }
+
+    fn graph_destroy(&self, exec: usize) {
+        if let Some(f) = self.api.hipGraphExecDestroy {
+            // SAFETY: an executable graph from capture_end.
+            unsafe { f(exec) };
         }
     }
 }

@@ -177,7 +177,20 @@ pub fn all_kernel_names() -> Vec<String> {
         v.push(format!("ccv1d_bwd_states_{dt}"));
     }
     v.push("ccv1d_bwd_reduce".to_string());
+    v.push("ccv1d_copy16".to_string());
     v
+}
+
+/// The 16-byte-vector copy kernel of `ccv1d bench`'s ceiling: `bytes` (a multiple of 16, both
+/// pointers 16-byte aligned) from `src` to `dst`, grid-stride over 4 blocks per multiprocessor.
+pub fn copy_launch(dst: usize, src: usize, bytes: usize, dev: &DeviceInfo) -> Launch {
+    let mut k = KParams::default();
+    k.x = src as u64;
+    k.out = dst as u64;
+    k.seqlen = (bytes / 16) as i64;
+    let blocks = (4 * dev.multiprocessors.max(1) as i64).min(ceil_div(k.seqlen.max(1), 256));
+    k.n_blocks = blocks;
+    launch("ccv1d_copy16".to_string(), blocks, 256, &k)
 }
 
 /// Layout of x as seen by the kernels: channel-first when the L-stride is 1 (or L is 1 and the
@@ -916,7 +929,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (5 * 8 + 2) + 1);
+        assert_eq!(names.len(), 3 * (5 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

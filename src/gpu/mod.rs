@@ -401,6 +401,15 @@ pub fn memcpy(dst: usize, src: usize, bytes: usize, stream: usize) -> Result<()>
     drv.memcpy_async(dst, src, bytes, stream)
 }
 
+/// For `ccv1d bench`'s copy ceiling: copy `bytes` (a multiple of 16; both pointers device memory,
+/// 16-byte aligned) with the library's 16-byte-vector copy kernel, ordered on `stream`.
+pub fn copy_kernel(dst: usize, src: usize, bytes: usize, stream: usize) -> Result<()> {
+    if bytes % 16 != 0 || dst % 16 != 0 || src % 16 != 0 {
+        bail!(CCV1D_ERR_SHAPE, "copy_kernel: bytes and both pointers must be multiples of 16");
+    }
+    exec(&[("dst", dst), ("src", src)], stream, None, |_| 0, |info, _| Ok(vec![kernels::copy_launch(dst, src, bytes, info)]))
+}
+
 /// Wait for `stream`. The default stream (NULL): the current context's and those of every device
 /// this library has switched to.
 pub fn synchronize(stream: usize) -> Result<()> {

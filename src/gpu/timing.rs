@@ -64,3 +64,65 @@ impl Drop for Events {
         }
     }
 }
+
+/// A stream of its own and, once captured, an executable graph of the calls made on it: replaying
+/// the graph times the calls without the host's per-call launch cost (`ccv1d bench`).
+pub struct Graph {
+    drv: &'static dyn Driver,
+    stream: usize,
+    exec: Option<usize>,
+}
+
+impl Graph {
+    /// A new stream in the context `Events::new` uses.
+    pub fn new() -> Result<Graph> {
+        let drv = super::drivers()?[0];
+        let _scope = drv.enter(None, 0)?;
+        Ok(Graph { drv, stream: drv.stream_create()?, exec: None })
+    }
+
+    /// The stream to make the calls on (pass it as the calls' `stream`).
+    pub fn stream(&self) -> usize {
+        self.stream
+    }
+
+    /// Capture what `calls` puts on the stream into the graph (replacing an earlier one). The
+    /// capture is ended even when `calls` fails. Errors as text (the bench's currency).
+    pub fn capture(&mut self, calls: impl FnOnce(usize) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+        let _scope = self.drv.enter(None, self.stream).map_err(|e| e.msg)?;
+        if let Some(g) = self.exec.take() {
+            self.drv.graph_destroy(g);
+        }
+        self.drv.capture_begin(self.stream).map_err(|e| e.msg)?;
+        let r = calls(self.stream);
+        let g = self.drv.capture_end(self.stream);
+        r?;
+        self.exec = Some(g.map_err(|e| e.msg)?);
+        Ok(())
+    }
+
+    /// Launch the captured graph on the stream.
+    pub fn replay(&self) -> Result<()> {
+        let Some(g) = self.exec else { bail!(CCV1D_ERR_INTERNAL, "no graph captured") };
+        let _scope = self.drv.enter(None, self.stream)?;
+        self.drv.graph_launch(g, self.stream)
+    }
+
+    /// Wait for the stream.
+    pub fn synchronize(&self) -> Result<()> {
+        let _scope = self.drv.enter(None, self.stream)?;
+        self.drv.stream_synchronize(self.stream)
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        if let Ok(_scope) = self.drv.enter(None, self.stream) {
+            if let Some(g) = self.exec.take() {
+                self.drv.graph_destroy(g);
+            }
+            let _ = self.drv.stream_synchronize(self.stream);
+            self.drv.stream_destroy(self.stream);
+        }
+    }
+}

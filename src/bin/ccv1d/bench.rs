@@ -6,11 +6,14 @@
 //!   conv_state read + conv_state write + out. Weights, bias, dweight, dbias are not counted.
 //! - Copy reference. CPU: a host memcpy of max(4×LLC, 256 MiB), best of 5, on one thread and on
 //!   all the backend's threads; the better one is the reference. GPU: a device-to-device
-//!   `ccv1d_memcpy` of 1 GiB, best of 5 (a copy kernel is not available; the driver's copy engine
-//!   or blit kernel is what is measured). Copy bandwidth counts read + write (2 × bytes).
-//! - Timing. CPU: host clock around each call. GPU: device events around each call when the
-//!   driver has them (cuEvent* / hipEvent*), else host clock over batches of back-to-back calls
-//!   ended by `ccv1d_synchronize`; the header says which.
+//!   copy of 1 GiB, best of 10, by the driver (`ccv1d_memcpy`) and by the library's 16-byte-vector
+//!   copy kernel; the faster one. Copy bandwidth counts read + write (2 × bytes).
+//! - Timing. CPU: host clock around each call. GPU (`--timing`): `graph` (default) captures the
+//!   row's calls (at least 20, every buffer set once or more) into a CUDA/HIP graph on a stream of
+//!   its own and times each replay with device events, so host launch cost is not in the number;
+//!   `events` puts device events around each separately launched call; `host` (also the fallback
+//!   without device events) times batches of back-to-back calls ended by `ccv1d_synchronize`.
+//!   The header says which.
 //! - Cache: each row cycles over several buffer sets (x, outputs, states) whose total is at
 //!   least 128 MiB on the GPU (> the 50 MB L2 of an H100/H200) or 2×LLC on the CPU, at most 8192
 //!   sets; the `cache` column says "cold" when the rotation reaches that total, else "warm"
@@ -26,7 +29,7 @@ use std::time::Instant;
 
 use causal_conv1d::capi;
 use causal_conv1d::error::CCV1D_OK;
-use causal_conv1d::gpu::timing::Events;
+use causal_conv1d::gpu::timing::{Events, Graph};
 use causal_conv1d::harness::{last_error, status_str, Rng, SEED_000, SEED_003, SEED_WIDTH};
 use causal_conv1d::params::*;
 use causal_conv1d::plan::DType;
@@ -34,7 +37,7 @@ use causal_conv1d::plan::DType;
 use crate::args::{Args, Usage};
 use crate::test::Op;
 
-pub const OPTIONS: [&str; 10] = ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "warmup", "iters"];
+pub const OPTIONS: [&str; 11] = ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "warmup", "iters", "timing"];
 
 const MIB: usize = 1 << 20;
 /// Most buffer sets a row rotates over.
@@ -308,7 +311,8 @@ fn xs(d: usize, l: usize, cl: bool) -> [i64; 3] {
 struct Prepared {
     _bufs: Vec<Slab>,
     _small: Vec<Buf>,
-    call: Box<dyn Fn(usize) -> i32>,
+    /// The call on buffer set `s`, ordered on `stream` (0 = the default stream; ignored on the CPU).
+    call: Box<dyn Fn(usize, usize) -> i32>,
     sets: usize,
     cold: bool,
 }
@@ -344,7 +348,7 @@ fn prepare(r: &Row, gpu: bool, rotation: usize) -> Result<Prepared, String> {
             let out = Slab::new(xbytes, sets, gpu)?;
             let (xp, op) = (x.at(0) as usize, out.at(0) as usize);
             let (xs_, os_) = (x.stride, out.stride);
-            let call = move |s: usize| {
+            let call = move |s: usize, stream: usize| {
                 let p = ccv1d_fwd_params {
                     struct_size: std::mem::size_of::<ccv1d_fwd_params>() as u32,
                     backend,
@@ -366,7 +370,7 @@ fn prepare(r: &Row, gpu: bool, rotation: usize) -> Result<Prepared, String> {
                     num_seqs: 0,
                     num_state_slots: 0,
                 };
-                unsafe { capi::ccv1d_fwd(&p, std::ptr::null_mut()) }
+                unsafe { capi::ccv1d_fwd(&p, stream as *mut c_void) }
             };
             Ok(Prepared { _bufs: vec![x, out], _small: vec![weight, bias], call: Box::new(call), sets, cold })
         }
@@ -418,9 +422,9 @@ fn prepare(r: &Row, gpu: bool, rotation: usize) -> Result<Prepared, String> {
             status(unsafe { capi::ccv1d_bwd_workspace_size(&params(0, std::ptr::null_mut(), 0), &mut ws_bytes) }, "ccv1d_bwd_workspace_size")?;
             let ws = if ws_bytes > 0 { Some(Buf::new(ws_bytes, gpu)?) } else { None };
             let wsp = ws.as_ref().map_or(0, |b| b.ptr(0) as usize);
-            let call = move |s: usize| {
+            let call = move |s: usize, stream: usize| {
                 let p = params(s, wsp as *mut c_void, ws_bytes);
-                unsafe { capi::ccv1d_bwd(&p, std::ptr::null_mut()) }
+                unsafe { capi::ccv1d_bwd(&p, stream as *mut c_void) }
             };
             let mut small = vec![weight, bias, dw, db];
             small.extend(ws);
@@ -438,7 +442,7 @@ fn prepare(r: &Row, gpu: bool, rotation: usize) -> Result<Prepared, String> {
             let (xp, op, sp) = (x.at(0) as usize, out.at(0) as usize, state.at(0) as usize);
             let (xst, sst) = (x.stride, state.stride);
             let state_strides = xs(d, sl, cl);
-            let call = move |s: usize| {
+            let call = move |s: usize, stream: usize| {
                 let p = ccv1d_update_params {
                     struct_size: std::mem::size_of::<ccv1d_update_params>() as u32,
                     backend,
@@ -457,7 +461,7 @@ fn prepare(r: &Row, gpu: bool, rotation: usize) -> Result<Prepared, String> {
                     cache_seqlens: Default::default(),
                     conv_state_indices: Default::default(),
                 };
-                unsafe { capi::ccv1d_update(&p, std::ptr::null_mut()) }
+                unsafe { capi::ccv1d_update(&p, stream as *mut c_void) }
             };
             Ok(Prepared { _bufs: vec![x, out, state], _small: vec![weight, bias], call: Box::new(call), sets, cold })
         }
@@ -467,8 +471,14 @@ fn prepare(r: &Row, gpu: bool, rotation: usize) -> Result<Prepared, String> {
 /// How GPU calls are timed.
 enum Clock {
     Host,
+    /// Events around each call (each call is its own host launch).
     Events(Events),
+    /// The row's calls captured into a graph on a stream of its own; events around each replay.
+    Graph(Events),
 }
+
+/// Calls per captured graph, at least (more when the row rotates over more buffer sets).
+const GRAPH_CALLS: usize = 20;
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -481,7 +491,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn time_row(p: &Prepared, gpu: bool, clock: &Clock, mut warmup: usize, mut iters: usize, auto: bool) -> Result<Timing, String> {
-    let call = |i: usize| status((p.call)(i % p.sets), "call");
+    let call = |i: usize| status((p.call)(i % p.sets, 0), "call");
     // First call: checks the row works, and sizes the CPU's iterations.
     let t0 = Instant::now();
     call(0)?;
@@ -520,6 +530,25 @@ fn time_row(p: &Prepared, gpu: bool, clock: &Clock, mut warmup: usize, mut iters
                 ms.push(ev.elapsed_ms(2 * i, 2 * i + 1).map_err(|e| e.msg)? as f64);
             }
             iters = n;
+        }
+        (true, Clock::Graph(ev)) => {
+            // One graph holds `n` calls (every buffer set at least once); each replay is timed.
+            let n = p.sets.max(GRAPH_CALLS).min(MAX_SETS);
+            let mut g = Graph::new().map_err(|e| e.msg)?;
+            let sets = p.sets;
+            g.capture(|stream| (0..n).try_for_each(|i| status((p.call)((base + i) % sets, stream), "call (captured)")))?;
+            g.replay().map_err(|e| e.msg)?; // warm the graph itself
+            g.synchronize().map_err(|e| e.msg)?;
+            let replays = iters.div_ceil(n).clamp(3, ev.len() / 2);
+            for r in 0..replays {
+                ev.record(2 * r, g.stream()).map_err(|e| e.msg)?;
+                g.replay().map_err(|e| e.msg)?;
+                ev.record(2 * r + 1, g.stream()).map_err(|e| e.msg)?;
+            }
+            for r in 0..replays {
+                ms.push(ev.elapsed_ms(2 * r, 2 * r + 1).map_err(|e| e.msg)? as f64 / n as f64);
+            }
+            iters = replays * n;
         }
         (true, Clock::Host) => {
             // Batches of back-to-back calls, each ended by a synchronize.
@@ -585,33 +614,51 @@ fn cpu_copy(llc: usize) -> CopyRef {
     }
 }
 
+/// Best of `COPY_REPS` of a 1 GiB device-to-device copy, by the driver (`ccv1d_memcpy`) and by
+/// the library's 16-byte-vector copy kernel; the faster one is the reference.
 fn gpu_copy(clock: &Clock) -> Result<CopyRef, String> {
+    const COPY_REPS: usize = 10;
     let bytes = 1usize << 30;
     let src = Buf::new(bytes, true)?;
     let dst = Buf::new(bytes, true)?;
-    let copy = || status(unsafe { capi::ccv1d_memcpy(dst.ptr(0), src.ptr(0), bytes, std::ptr::null_mut()) }, "ccv1d_memcpy");
-    copy()?;
-    sync()?;
-    let mut best = f64::INFINITY;
-    for _ in 0..5 {
-        let secs = match clock {
-            Clock::Events(ev) => {
-                ev.record(0, 0).map_err(|e| e.msg)?;
-                copy()?;
-                ev.record(1, 0).map_err(|e| e.msg)?;
-                ev.elapsed_ms(0, 1).map_err(|e| e.msg)? as f64 / 1e3
-            }
-            Clock::Host => {
-                let t0 = Instant::now();
-                copy()?;
-                sync()?;
-                t0.elapsed().as_secs_f64()
-            }
-        };
-        best = best.min(secs);
-    }
-    let gbs = 2.0 * bytes as f64 / best / 1e9;
-    Ok(CopyRef { gbs, what: format!("device-to-device ccv1d_memcpy of 1 GiB, best of 5: {gbs:.1} GB/s (read+write bytes; no copy kernel available)") })
+    let (d, sr) = (dst.ptr(0) as usize, src.ptr(0) as usize);
+    let memcpy = || status(unsafe { capi::ccv1d_memcpy(d as *mut c_void, sr as *const c_void, bytes, std::ptr::null_mut()) }, "ccv1d_memcpy");
+    let kernel = || causal_conv1d::gpu::copy_kernel(d, sr, bytes, 0).map_err(|e| e.msg);
+    let best = |copy: &dyn Fn() -> Result<(), String>| -> Result<f64, String> {
+        copy()?;
+        sync()?;
+        let mut best = f64::INFINITY;
+        for _ in 0..COPY_REPS {
+            let secs = match clock {
+                Clock::Events(ev) | Clock::Graph(ev) => {
+                    ev.record(0, 0).map_err(|e| e.msg)?;
+                    copy()?;
+                    ev.record(1, 0).map_err(|e| e.msg)?;
+                    ev.elapsed_ms(0, 1).map_err(|e| e.msg)? as f64 / 1e3
+                }
+                Clock::Host => {
+                    let t0 = Instant::now();
+                    copy()?;
+                    sync()?;
+                    t0.elapsed().as_secs_f64()
+                }
+            };
+            best = best.min(secs);
+        }
+        Ok(2.0 * bytes as f64 / best / 1e9)
+    };
+    let by_driver = best(&memcpy)?;
+    let (by_kernel, kernel_note) = match best(&kernel) {
+        Ok(g) => (g, format!("{g:.1} GB/s")),
+        Err(e) => (0.0, format!("failed: {e}")),
+    };
+    let gbs = by_driver.max(by_kernel);
+    Ok(CopyRef {
+        gbs,
+        what: format!(
+            "device-to-device copy of 1 GiB, best of {COPY_REPS}: ccv1d_memcpy {by_driver:.1} GB/s, 16-byte copy kernel {kernel_note} -> reference {gbs:.1} GB/s (read+write bytes)"
+        ),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -841,17 +888,28 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
             .ok()
             .and_then(|v| v.into_iter().next())
             .map_or(format!("{n} GPU(s)"), |d| format!("{} {} (device 0 of {n})", d.api, d.name.unwrap_or_default()));
-        match Events::new(2 * iters.max(2)) {
-            Ok(ev) => {
-                let what = format!("{} events around each call (device time)", ev.api());
+        let want = a.choice("timing", &["graph", "events", "host"])?.unwrap_or("graph");
+        let events = if want == "host" { None } else { Some(Events::new(2 * iters.max(2))) };
+        match events {
+            Some(Ok(ev)) if want == "graph" && Graph::new().is_ok() => {
+                let what = format!(
+                    "{} graph replay: each row's calls (>= {GRAPH_CALLS}, every buffer set) captured on a stream, {} events around each replay, time per call = replay / calls (no host launch cost)",
+                    ev.api(),
+                    ev.api()
+                );
+                (Clock::Graph(ev), GPU_ROTATION, what, dev)
+            }
+            Some(Ok(ev)) => {
+                let what = format!("{} events around each call (device time, per-call host launches)", ev.api());
                 (Clock::Events(ev), GPU_ROTATION, what, dev)
             }
-            Err(e) => (
+            Some(Err(e)) => (
                 Clock::Host,
                 GPU_ROTATION,
                 format!("host clock over batches of back-to-back calls + ccv1d_synchronize (no device events: {})", e.msg),
                 dev,
             ),
+            None => (Clock::Host, GPU_ROTATION, "host clock over batches of back-to-back calls + ccv1d_synchronize".to_string(), dev),
         }
     } else {
         (Clock::Host, (2 * llc).max(64 * MIB), "host clock (std::time::Instant) around each call".to_string(), format!("CPU, {threads} backend threads"))

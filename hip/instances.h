@@ -43,22 +43,53 @@
 // Launch bounds per family and x dtype. On NVIDIA a minimum of resident blocks caps registers
 // at 65536 / (128 * b): used where it was measured to help without spilling on sm_80 and sm_90
 // (fwd_cf: 8 blocks = 64 registers; bwd_cf and 16-bit bwd_cl: 4 blocks = 128), left to ptxas
-// elsewhere. On AMD every family gets its bare block-size bound.
+// elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden with -D
+// (CAUSAL_CONV1D_NVCC_FLAGS) for tuning builds.
+#ifndef CCV_LB_fwd_cf_f32
 #define CCV_LB_fwd_cf_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#endif
+#ifndef CCV_LB_fwd_cf_f16
 #define CCV_LB_fwd_cf_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#endif
+#ifndef CCV_LB_fwd_cf_bf16
 #define CCV_LB_fwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#endif
+#ifndef CCV_LB_fwd_cl_f32
 #define CCV_LB_fwd_cl_f32 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#endif
+#ifndef CCV_LB_fwd_cl_f16
 #define CCV_LB_fwd_cl_f16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#endif
+#ifndef CCV_LB_fwd_cl_bf16
 #define CCV_LB_fwd_cl_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#endif
+#ifndef CCV_LB_bwd_cf_f32
 #define CCV_LB_bwd_cf_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#endif
+#ifndef CCV_LB_bwd_cf_f16
 #define CCV_LB_bwd_cf_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#endif
+#ifndef CCV_LB_bwd_cf_bf16
 #define CCV_LB_bwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#endif
+#ifndef CCV_LB_bwd_cl_f32
 #define CCV_LB_bwd_cl_f32 CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cl)
+#endif
+#ifndef CCV_LB_bwd_cl_f16
 #define CCV_LB_bwd_cl_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
+#endif
+#ifndef CCV_LB_bwd_cl_bf16
 #define CCV_LB_bwd_cl_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
+#endif
+#ifndef CCV_LB_update_f32
 #define CCV_LB_update_f32 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#endif
+#ifndef CCV_LB_update_f16
 #define CCV_LB_update_f16 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#endif
+#ifndef CCV_LB_update_bf16
 #define CCV_LB_update_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#endif
 
 // Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).
 // channel-first: a tile is NT threads x ITEMS vectors of 16 bytes along L

@@ -447,6 +447,24 @@ pub mod testing {
         super::IMAGE_OVERRIDE[vendor as usize].set(image).is_ok()
     }
 
+    /// [`set_image`] from a file: a fatbin/cubin (NVIDIA) or a code object `.hsaco`/`.co` (AMD),
+    /// read into an 8-byte aligned, leaked buffer. For kernel tuning (`ccv1d bench --image`) and
+    /// the smoke test. Returns the vendor the image was installed for.
+    pub fn set_image_file(path: &str) -> std::result::Result<Vendor, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read kernel image {path}: {e}"))?;
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: `words` has room for bytes.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr() as *mut u8, bytes.len()) };
+        let words: &'static [u64] = Box::leak(words.into_boxed_slice());
+        // SAFETY: a view of the leaked words as bytes.
+        let image: &'static [u8] = unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, bytes.len()) };
+        let vendor = if path.ends_with(".hsaco") || path.ends_with(".co") { Vendor::Amd } else { Vendor::Nvidia };
+        if !set_image(vendor, image) {
+            return Err(format!("a {vendor:?} kernel image was already set"));
+        }
+        Ok(vendor)
+    }
+
     /// Run `make`'s launches exactly as `ccv1d_fwd`/`ccv1d_bwd` run theirs: pointer checks
     /// (`fields[0]` decides the device), context, module cache, workspace of `need` bytes (the
     /// caller's `workspace`, or pooled), launches on `stream`. `make` gets the device facts and

@@ -18,6 +18,8 @@
 //!   least 128 MiB on the GPU (> the 50 MB L2 of an H100/H200) or 2×LLC on the CPU, at most 8192
 //!   sets; the `cache` column says "cold" when the rotation reaches that total, else "warm"
 //!   (the sets together fit in the cache: tiny shapes).
+//! - `--image FILE`: use this kernel image (fatbin, or `.hsaco`) instead of the embedded one, to
+//!   compare kernels built with other flags (CAUSAL_CONV1D_NVCC_FLAGS) in the same run setup.
 //! - Iterations: `--warmup`/`--iters` (default 10 + 100, as in the seed reports). On the CPU,
 //!   when they are not given, a row whose first call takes over 20 ms runs 2 warm-up calls and
 //!   as many timed calls as fit in about 1.5 s (at least 5).
@@ -37,7 +39,7 @@ use causal_conv1d::plan::DType;
 use crate::args::{Args, Usage};
 use crate::test::Op;
 
-pub const OPTIONS: [&str; 11] = ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "warmup", "iters", "timing"];
+pub const OPTIONS: [&str; 12] = ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "warmup", "iters", "timing", "image"];
 
 const MIB: usize = 1 << 20;
 /// Most buffer sets a row rotates over.
@@ -852,6 +854,13 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
     let warmup = warmup_arg.unwrap_or(10);
     let iters = iters_arg.unwrap_or(100);
     let gpu = backend == "gpu";
+    // Kernel tuning: time a kernel image built with other flags instead of the embedded one.
+    if let Some(path) = a.get("image") {
+        if let Err(e) = causal_conv1d::gpu::testing::set_image_file(path) {
+            eprintln!("ccv1d bench --image: {e}");
+            return Ok(1);
+        }
+    }
 
     let mut rows = Vec::new();
     if matches!(preset, "seeds" | "all") {

@@ -113,19 +113,11 @@ fn main() {
         std::process::exit(2);
     };
     let fault_mode = args.iter().any(|a| a == "--fault");
-    let bytes = std::fs::read(path).expect("read kernel image");
-    // An 8-byte aligned, leaked copy (fatbins must be aligned).
-    let mut words = vec![0u64; bytes.len().div_ceil(8) + 1];
-    // SAFETY: words has room for bytes.len() bytes.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr() as *mut u8, bytes.len()) };
-    let words: &'static [u64] = Box::leak(words.into_boxed_slice());
-    // SAFETY: a view of the leaked words as bytes.
-    let image: &'static [u8] = unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, bytes.len()) };
-    let vendor = if path.ends_with(".hsaco") || path.ends_with(".co") { Vendor::Amd } else { Vendor::Nvidia };
-    assert!(testing::set_image(vendor, image));
+    let vendor = testing::set_image_file(path).expect("kernel image");
+    let bytes = std::fs::metadata(path).expect("kernel image").len();
 
     let mut r = Report { failed: 0 };
-    println!("INFO backends compiled: {:#x}; image {path} ({} bytes) for {vendor:?}", ccv1d_backends_compiled(), bytes.len());
+    println!("INFO backends compiled: {:#x}; image {path} ({bytes} bytes) for {vendor:?}", ccv1d_backends_compiled());
 
     let mut count = 0;
     // SAFETY: valid out-pointer.

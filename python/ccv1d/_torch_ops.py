@@ -18,6 +18,7 @@ empty_cache), it is reused across calls without a driver allocation, and under C
 (torch.compile mode="reduce-overhead", torch.cuda.graph) it comes from the graph's private pool
 like every other tensor in the graph.
 """
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -26,7 +27,9 @@ from ._alloc import states
 from ._core import ConvArgs, dims, num_seqs_of, run_bwd, run_fwd, run_update
 
 Tensor = torch.Tensor
-HAVE_CUSTOM_OP = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+# CCV1D_TORCH_FALLBACK=1 forces the torch < 2.4 path (to test it on a newer torch).
+HAVE_CUSTOM_OP = (hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+                  and not os.environ.get("CCV1D_TORCH_FALLBACK"))
 
 
 def _slots(x, weight, cu_seqlens, num_state_slots):

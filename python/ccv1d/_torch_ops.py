@@ -24,7 +24,7 @@ from typing import Optional, Tuple
 import torch
 
 from ._alloc import states
-from ._core import ConvArgs, dims, num_seqs_of, run_bwd, run_fwd, run_update
+from ._core import ConvArgs, run_bwd, run_fwd, run_update
 
 Tensor = torch.Tensor
 # CCV1D_TORCH_FALLBACK=1 forces the torch < 2.4 path (to test it on a newer torch).
@@ -33,8 +33,10 @@ HAVE_CUSTOM_OP = (hasattr(torch, "library") and hasattr(torch.library, "custom_o
 
 
 def _slots(x, weight, cu_seqlens, num_state_slots):
-    B, D, L, W = dims(x, weight, "ccv1d")
-    return (num_state_slots or num_seqs_of(cu_seqlens, B, "ccv1d")), D, max(W - 1, 0)
+    """(slots, dim, width-1) of the state tensors; no int() so that symbolic sizes stay symbolic
+    in the fake kernels (torch.compile with dynamic shapes)."""
+    nseq = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    return (num_state_slots or nseq), x.shape[1], weight.shape[1] - 1
 
 
 def _fwd_outputs(x, weight, cu_seqlens, num_state_slots, want_final):

@@ -256,6 +256,29 @@ class CustomOps(unittest.TestCase):
             self.assertLessEqual(rel_err(gw, w.grad), 1e-6, device)
             self.assertTrue(torch.equal(s1, s2), f"{device}: conv_state mutated identically")
 
+    def test_compile_dynamic_shapes(self):
+        """dynamic=True: the fake kernels keep sizes symbolic (states too), no recompile per length."""
+        for device in DEVICES:
+            backend = "inductor" if device == "cuda" else "aot_eager"
+
+            def step(x, w, init):
+                y, f = ccv1d.causal_conv1d_fn(x, w, initial_states=init, return_final_states=True, activation="silu")
+                return y.sum() + f.sum()
+
+            torch._dynamo.reset()
+            compiled = torch.compile(step, fullgraph=True, backend=backend, dynamic=True)
+            for L in (16, 23, 40):
+                x = torch.randn(2, 8, L, device=device, requires_grad=True)
+                w = torch.randn(8, 4, device=device)
+                init = torch.randn(2, 8, 3, device=device, requires_grad=True)
+                got = compiled(x, w, init)
+                got.backward()
+                gx, gi = x.grad.clone(), init.grad.clone()
+                x.grad = init.grad = None
+                step(x, w, init).backward()
+                self.assertLessEqual(rel_err(gx, x.grad), 1e-6, f"{device} L={L}")
+                self.assertLessEqual(rel_err(gi, init.grad), 1e-6, f"{device} L={L}")
+
 
 @unittest.skipIf(torch is None or not torch.cuda.is_available(), "no CUDA device")
 class CudaStreams(unittest.TestCase):

@@ -33,7 +33,7 @@ summary=()
 suite() {  # suite NAME [ENV=VAL...]
   local name=$1; shift
   local t0=$SECONDS
-  env "$@" timeout 400 python3 -m unittest discover -s python/tests -v >"$LOG/python-$name.log" 2>&1
+  env "$@" timeout 280 python3 -m unittest discover -s python/tests -v >"$LOG/python-$name.log" 2>&1
   local rc=$?
   local res=PASS; [ $rc -ne 0 ] && res="FAIL(rc=$rc)"
   local cuda_ok; cuda_ok=$(grep -c "CudaStreams.test_side_stream_and_workspace) ... ok" "$LOG/python-$name.log")

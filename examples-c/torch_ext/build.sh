@@ -10,6 +10,8 @@
 #                          headers, else $CUDA_HOME/include, nvcc's include/, /usr/local/cuda/include)
 #   CXX (g++), CXX_STD (c++20 when the headers demand it, else c++17), BUILD_DIR (examples-c/torch_ext/build)
 #   COMPILE_ONLY=1         compile to an object file and stop (no libraries needed)
+#   LINK_EXTRA             appended to the link line (e.g. -Wl,--allow-shlib-undefined where
+#                          the CUDA libraries libtorch_cuda.so needs are absent: link check only)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -197,7 +197,7 @@ pub fn render(chart: &Chart) -> Canvas {
     // The copy reference, labelled above its right end.
     if chart.copy_gbs.is_finite() && chart.copy_gbs > 0.0 {
         let py = f.y(chart.copy_gbs).round() as i64;
-        c.dashed_hline(l, r, py, 14, 8, 2, COPY);
+        c.dashed_hline(l, r, py, (14, 8), 2, COPY);
         let label = format!("copy {:.1} GB/s", chart.copy_gbs);
         c.text(r - 8 - text_width(&label, BIG), py - 22, &label, BIG, COPY);
     }
@@ -225,7 +225,7 @@ pub fn render(chart: &Chart) -> Canvas {
         c.text(lx + 48, ly, &s.label, BIG, BLACK);
         ly += 26;
     }
-    c.dashed_hline(lx, lx + 36, ly + 7, 10, 6, 2, COPY);
+    c.dashed_hline(lx, lx + 36, ly + 7, (10, 6), 2, COPY);
     c.text(lx + 48, ly, "copy", BIG, BLACK);
     c.text(lx, ly + 34, "markers: one per row", 1, BLACK);
     c.text(lx, ly + 46, "lines: mean per size", 1, BLACK);
@@ -292,7 +292,7 @@ mod tests {
         // The copy line: dashes of COPY along its row, with gaps.
         let py = f.y(20.0).round() as usize;
         let row: Vec<Rgb> = (f.left as usize..f.right as usize / 2).map(|x| c.get(x, py)).collect();
-        assert!(row.iter().any(|&p| p == COPY) && row.iter().any(|&p| p != COPY), "dashed copy line");
+        assert!(row.contains(&COPY) && row.iter().any(|&p| p != COPY), "dashed copy line");
         assert!(c.pixels.contains(&NOTE), "the failed-row note");
         // Nothing drawn outside the canvas was lost off the plot: the frame is black.
         assert_eq!(c.get(f.left as usize - 1, (f.top as usize + f.bottom as usize) / 2), BLACK);

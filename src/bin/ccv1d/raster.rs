@@ -77,7 +77,7 @@ impl Canvas {
     }
 
     /// A dashed horizontal line at row `y` from x0 to x1: `dash` pixels drawn, `gap` skipped.
-    pub fn dashed_hline(&mut self, x0: i64, x1: i64, y: i64, dash: i64, gap: i64, thick: i64, c: Rgb) {
+    pub fn dashed_hline(&mut self, x0: i64, x1: i64, y: i64, (dash, gap): (i64, i64), thick: i64, c: Rgb) {
         let lo = (thick - 1) / 2;
         let mut x = x0;
         while x <= x1 {
@@ -262,11 +262,12 @@ mod tests {
         assert!(drawn(' ').iter().all(|r| r == "....."));
         assert_eq!(drawn('\u{e9}'), drawn('?'), "non-ASCII falls back to '?'");
         // Every printable glyph but the space has ink, and no two glyphs are the same.
-        for i in 1..FONT.len() {
-            assert!(FONT[i].iter().any(|&r| r != 0), "glyph {:?} is empty", (i + 32) as u8 as char);
-            assert!(FONT[i].iter().all(|&r| r < 32), "glyph {:?} wider than 5", (i + 32) as u8 as char);
-            for j in 0..i {
-                assert_ne!(FONT[i], FONT[j], "{:?} == {:?}", (i + 32) as u8 as char, (j + 32) as u8 as char);
+        let name = |i: usize| (i + 32) as u8 as char;
+        for (i, g) in FONT.iter().enumerate().skip(1) {
+            assert!(g.iter().any(|&r| r != 0), "glyph {:?} is empty", name(i));
+            assert!(g.iter().all(|&r| r < 32), "glyph {:?} wider than 5", name(i));
+            if let Some(j) = FONT[..i].iter().position(|h| h == g) {
+                panic!("{:?} is drawn like {:?}", name(i), name(j));
             }
         }
     }
@@ -293,7 +294,7 @@ mod tests {
         c.line((0.0, 9.0), (9.0, 9.0), 1, BLACK);
         assert!((0..10).all(|x| c.get(x, 9) == BLACK));
         let mut d = Canvas::new(21, 3, WHITE);
-        d.dashed_hline(0, 20, 1, 4, 3, 1, BLACK);
+        d.dashed_hline(0, 20, 1, (4, 3), 1, BLACK);
         let row: String = (0..21).map(|x| if d.get(x, 1) == BLACK { '#' } else { '.' }).collect();
         assert_eq!(row, "####...####...####...");
         for shape in [Marker::Circle, Marker::Square, Marker::Diamond, Marker::TriangleUp] {

@@ -103,7 +103,24 @@ fn gpu_backend_without_gpu_fails() {
 #[test]
 fn bench_tiny_table_with_bandwidth() {
     let json = std::env::temp_dir().join(format!("ccv1d_cli_bench_{}.json", std::process::id()));
-    let r = ccv1d(&["bench", "--preset", "seeds", "--iters", "2", "--warmup", "1", "--op", "fwd", "--filter", "Tiny", "--json", json.to_str().unwrap()]);
+    let png = std::env::temp_dir().join(format!("ccv1d_cli_bench_{}.png", std::process::id()));
+    let r = ccv1d(&[
+        "bench",
+        "--preset",
+        "seeds",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--op",
+        "fwd",
+        "--filter",
+        "Tiny",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("BW(GB/s)") && r.stdout.contains("%copy") && r.stdout.contains("Median(ms)"), "{}", r.stdout);
     assert!(r.stdout.contains("copy_reference") && r.stdout.contains("host memcpy"), "{}", r.stdout);
@@ -121,4 +138,34 @@ fn bench_tiny_table_with_bandwidth() {
     let j = std::fs::read_to_string(&json).expect("json written");
     let _ = std::fs::remove_file(&json);
     assert_eq!(j.matches("\"gbs\": ").count(), 6, "{j}");
+    check_plot(&png);
+}
+
+/// The PNG decodes with Python's zlib (tests/png_check.py: CRCs, IHDR, Adler-32, size) and has
+/// more than the white/black/grey of an empty chart: 3 fwd dtypes drawn in 3 colours.
+fn check_plot(png: &std::path::Path) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/png_check.py");
+    let out = Command::new("python3").arg(script).arg(png).output();
+    let _ = std::fs::remove_file(png);
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "python3 is needed to check the --plot PNG: {e}");
+            eprintln!("SKIPPED: python3 not runnable ({e}); the --plot PNG is not decoded");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "png_check.py: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let v: Vec<usize> = text.split_whitespace().map(|w| w.parse().unwrap()).collect();
+    assert_eq!(v[..2], [1200, 800], "{text}");
+    // white, black, grid, copy line + one colour per (op, dtype)
+    assert!(v[2] >= 4 + 3, "{text}");
+}
+
+#[test]
+fn bench_plot_unwritable_path_exits_1() {
+    let r = ccv1d(&["bench", "--iters", "1", "--warmup", "0", "--op", "fwd", "--dtype", "f32", "--layout", "cf", "--filter", "Tiny", "--plot", "/nonexistent-dir/p.png"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("cannot write /nonexistent-dir/p.png"), "{}", r.stderr);
 }

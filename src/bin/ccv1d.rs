@@ -13,6 +13,12 @@ mod args;
 mod bench;
 #[path = "ccv1d/info.rs"]
 mod info;
+#[path = "ccv1d/plot.rs"]
+mod plot;
+#[path = "ccv1d/png.rs"]
+mod png;
+#[path = "ccv1d/raster.rs"]
+mod raster;
 #[path = "ccv1d/test.rs"]
 mod test;
 
@@ -40,6 +46,7 @@ commands:
            --filter TEXT                row names containing TEXT
            --warmup N --iters N         (default 10 + 100; fewer for slow rows on the CPU)
            --json FILE --csv FILE       also write the rows there
+           --plot FILE.png              also draw GB/s vs bytes per call, per op/dtype/layout
   help     this text
 ";
 

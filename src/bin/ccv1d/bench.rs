@@ -23,6 +23,10 @@
 //! - Iterations: `--warmup`/`--iters` (default 10 + 100, as in the seed reports). On the CPU,
 //!   when they are not given, a row whose first call takes over 20 ms runs 2 warm-up calls and
 //!   as many timed calls as fit in about 1.5 s (at least 5).
+//! - Output: the table on stdout; `--json FILE` / `--csv FILE` write the same records;
+//!   `--plot FILE.png` draws a 1200x800 PNG (plot.rs): GB/s against bytes moved per call (log
+//!   axis), one series per op/dtype/layout, the copy reference as a dashed line; failed rows
+//!   are left out and counted under the chart.
 
 use std::ffi::c_void;
 use std::fmt::Write as _;
@@ -37,9 +41,11 @@ use causal_conv1d::params::*;
 use causal_conv1d::plan::DType;
 
 use crate::args::{Args, Usage};
+use crate::plot::{Chart, Series, PALETTE};
+use crate::raster::Marker;
 use crate::test::Op;
 
-pub const OPTIONS: [&str; 12] = ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "warmup", "iters", "timing", "image"];
+pub const OPTIONS: [&str; 13] = ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "plot", "warmup", "iters", "timing", "image"];
 
 const MIB: usize = 1 << 20;
 /// Most buffer sets a row rotates over.
@@ -800,6 +806,41 @@ fn write_csv(path: &str, rows: &[Done], copy: f64) -> std::io::Result<()> {
     std::fs::write(path, s)
 }
 
+/// One series per (op, dtype, layout) in row order: a colour per (op, dtype); a marker per
+/// layout, bwd's differing from fwd's (cf circle / cl square; bwd cf diamond / cl triangle), so
+/// shape alone tells fwd from bwd and cf from cl.
+fn chart(rows: &[Done], copy: f64, title: Vec<String>) -> Chart {
+    let mut series: Vec<Series> = Vec::new();
+    let mut colours: Vec<(&str, &str)> = Vec::new();
+    let mut skipped = 0;
+    for d in rows {
+        let r = &d.row;
+        let Some(g) = d.gbs().filter(|g| g.is_finite()) else {
+            skipped += 1;
+            continue;
+        };
+        let point = (r.traffic() as f64, g);
+        let label = format!("{} {} {}", r.op.name(), r.dt.name(), r.layout());
+        if let Some(s) = series.iter_mut().find(|s| s.label == label) {
+            s.points.push(point);
+            continue;
+        }
+        let key = (r.op.name(), r.dt.name());
+        let ci = colours.iter().position(|&k| k == key).unwrap_or_else(|| {
+            colours.push(key);
+            colours.len() - 1
+        });
+        let marker = match (r.op, r.cl) {
+            (Op::Bwd, false) => Marker::Diamond,
+            (Op::Bwd, true) => Marker::TriangleUp,
+            (_, false) => Marker::Circle,
+            (_, true) => Marker::Square,
+        };
+        series.push(Series { label, color: PALETTE[ci % PALETTE.len()], marker, points: vec![point] });
+    }
+    Chart { title, copy_gbs: copy, series, skipped }
+}
+
 fn table(rows: &[Done], copy: f64) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -983,6 +1024,13 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
     }
     if let Some(p) = a.get("csv") {
         if let Err(e) = write_csv(p, &done, copy.gbs) {
+            eprintln!("ccv1d bench: cannot write {p}: {e}");
+            return Ok(1);
+        }
+    }
+    if let Some(p) = a.get("plot") {
+        let title = vec![format!("ccv1d bench --backend {backend} --preset {preset}: achieved bandwidth"), device.clone(), format!("timing: {timing}")];
+        if let Err(e) = crate::plot::write(p, &chart(&done, copy.gbs, title)) {
             eprintln!("ccv1d bench: cannot write {p}: {e}");
             return Ok(1);
         }

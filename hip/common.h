@@ -87,13 +87,16 @@ CCV_DEV void st_dt(void* base, int64_t off, int dt, float v) {
 // ------------------------------------------------------------------ activation
 // fast exp (ex2.approx of z*log2(e): about 1e-6 relative for |z| < 16, and there sigma or its
 // complement is tiny) and the fast 2-ulp divide; no IEEE slow-path calls in the hot loops.
+// Saturation (docs/semantics.md): silu(z) = -0 and silu'(z) = -0 for z < -88 (σ underflows; the
+// formulas would give -inf·0 = NaN at z = -inf), silu'(z) = 1 for z > 88 (inf·0 at +inf).
 CCV_DEV float sigmoidf_(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
-CCV_DEV float act_f(float z, bool silu) { return silu ? z * sigmoidf_(z) : z; }
+CCV_DEV float act_f(float z, bool silu) { return silu ? (z < -88.f ? -0.f : z * sigmoidf_(z)) : z; }
 // dout * act'(z)
 CCV_DEV float act_grad(float z, float dy, bool silu) {
   if (!silu) return dy;
   float s = sigmoidf_(z);
-  return dy * (s * (1.f + z * (1.f - s)));
+  float d = z < -88.f ? -0.f : z > 88.f ? 1.f : s * (1.f + z * (1.f - s));
+  return dy * d;
 }
 
 // ------------------------------------------------------------------ weights

@@ -196,12 +196,19 @@ pub fn sigmoid(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
+/// z·σ(z), with its limit -0 at z = -inf (docs/semantics.md; the product would be -inf·0).
 pub fn silu(z: f64) -> f64 {
+    if z == f64::NEG_INFINITY {
+        return -0.0;
+    }
     z * sigmoid(z)
 }
 
-/// d/dz silu(z) = σ(z)(1 + z(1-σ(z))).
+/// d/dz silu(z) = σ(z)(1 + z(1-σ(z))), with its limits at ±inf: -0 and 1.
 pub fn silu_grad(z: f64) -> f64 {
+    if z.is_infinite() {
+        return if z > 0.0 { 1.0 } else { -0.0 };
+    }
     let s = sigmoid(z);
     s * (1.0 + z * (1.0 - s))
 }
@@ -412,7 +419,8 @@ pub fn backward(p: &ConvProblem, dout: &[f64], dfinal_states: Option<&[f64]>) ->
                 let it = r.id(t as isize);
                 for kk in 0..w_n {
                     let src = t as isize - k as isize + kk as isize;
-                    if r.id(src) == it {
+                    // Padding tokens (id < 0) add nothing: not even 0·x (x there may be NaN).
+                    if it >= 0 && r.id(src) == it {
                         let xe = r.xe(src);
                         dweight[d * w_n + kk] += g[t] * xe;
                         dweight_mag[d * w_n + kk] += gmag[t] * xe.abs();

@@ -31,16 +31,31 @@ pub fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + exp_f32(-z))
 }
 
+/// z·σ(z); -0 below -88 (where σ(z) < 2^-126: the clamped exp would leave z/e^88, wrong for
+/// huge |z|, and -inf would stay -inf), as docs/semantics.md defines the saturation.
 #[inline(always)]
 pub fn silu(z: f32) -> f32 {
-    z / (1.0 + exp_f32(-z))
+    let v = z / (1.0 + exp_f32(-z));
+    if z < -88.0 {
+        -0.0
+    } else {
+        v
+    }
 }
 
-/// d silu / dz = σ(z)(1 + z(1 − σ(z))).
+/// d silu / dz = σ(z)(1 + z(1 − σ(z))); -0 below -88 and 1 above 88 (the formula gives
+/// -inf·0 or inf·0 = NaN at ±inf).
 #[inline(always)]
 pub fn dsilu(z: f32) -> f32 {
     let s = sigmoid(z);
-    s * (1.0 + z * (1.0 - s))
+    let v = s * (1.0 + z * (1.0 - s));
+    if z < -88.0 {
+        -0.0
+    } else if z > 88.0 {
+        1.0
+    } else {
+        v
+    }
 }
 
 /// `o[i] = act(o[i])`.

@@ -1126,6 +1126,16 @@ fn fast_exp_accuracy() {
         assert!((s - want).abs() < 1e-7, "sigmoid({z}) = {s}, want {want}");
         assert!(super::math::silu(z).is_finite() && super::math::dsilu(z).is_finite());
     }
+    // The saturation docs/semantics.md defines, equal to the oracle's (bit for bit at the ends).
+    use crate::oracle::{silu as silu64, silu_grad};
+    for z in [f32::NEG_INFINITY, -f32::MAX, -1e4, -89.0, -88.5, 88.5, 89.0, 1e4, f32::MAX, f32::INFINITY] {
+        let (s, d) = (super::math::silu(z), super::math::dsilu(z));
+        let (ws, wd) = (silu64(z as f64) as f32, silu_grad(z as f64) as f32);
+        let close = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a - b).abs() <= 1e-6 * b.abs().max(1e-30);
+        assert!(close(s, ws), "silu({z}) = {s:e}, oracle {ws:e}");
+        assert!(close(d, wd), "dsilu({z}) = {d:e}, oracle {wd:e}");
+    }
+    assert!(super::math::silu(f32::NAN).is_nan() && super::math::dsilu(f32::NAN).is_nan());
 }
 
 // ---------------------------------------------------------------------------------------------

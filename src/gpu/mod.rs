@@ -22,7 +22,10 @@
 //!
 //! `CCV1D_SYNC_CHECK=1` (debugging): synchronise after each launch (unless the stream is capturing)
 //! and report a fault as `DEVICE` naming the kernel. `CCV1D_DRIVER_DIR=<dir>`: load the driver
-//! library from that directory only.
+//! library from that directory only. `CCV1D_GPU_POOL_LIMIT_BYTES=<n>` (read once): a backward
+//! that would take more than n bytes of workspace from the library's pool fails with
+//! `OUT_OF_MEMORY` instead (caps the pool's use per call; tests use it to reach the
+//! out-of-memory path on demand). A caller's `workspace` is not limited.
 //!
 //! Device helpers (`ccv1d_malloc`, ...) use the first driver with a device (CUDA, then HIP).
 //! `memcpy` is asynchronous on its stream: host buffers must stay alive and unchanged until the
@@ -106,6 +109,30 @@ fn drivers() -> Result<Vec<&'static dyn Driver>> {
 fn sync_check() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("CCV1D_SYNC_CHECK").is_ok_and(|v| !v.is_empty() && v != "0"))
+}
+
+/// `CCV1D_GPU_POOL_LIMIT_BYTES`: None when unset or empty; an unparsable value is kept as its
+/// text so that every pooled call reports it.
+fn pool_limit() -> Option<std::result::Result<usize, String>> {
+    static LIMIT: OnceLock<Option<std::result::Result<usize, String>>> = OnceLock::new();
+    LIMIT
+        .get_or_init(|| {
+            let v = std::env::var("CCV1D_GPU_POOL_LIMIT_BYTES").ok().filter(|v| !v.trim().is_empty())?;
+            Some(v.trim().parse::<usize>().map_err(|_| v))
+        })
+        .clone()
+}
+
+/// A pooled workspace of `need` bytes, refused above `CCV1D_GPU_POOL_LIMIT_BYTES`.
+fn pooled_workspace(drv: &dyn Driver, pool: Option<usize>, need: usize, stream: usize) -> Result<usize> {
+    match pool_limit() {
+        Some(Err(text)) => bail!(CCV1D_ERR_WORKSPACE, "CCV1D_GPU_POOL_LIMIT_BYTES={text:?} is not a byte count"),
+        Some(Ok(limit)) if need > limit => bail!(
+            CCV1D_ERR_OUT_OF_MEMORY,
+            "workspace: this backward needs {need} bytes from the library's pool, over CCV1D_GPU_POOL_LIMIT_BYTES={limit}; pass a `workspace` (ccv1d_bwd_workspace_size) or raise the limit"
+        ),
+        _ => drv.alloc_async(pool, need, stream),
+    }
 }
 
 fn ordinal(m: Mem) -> Option<i32> {
@@ -266,7 +293,7 @@ fn exec(
             (addr, false)
         }
         None if need == 0 => (0, false),
-        None => (drv.alloc_async(ld.pool, need, stream)?, true),
+        None => (pooled_workspace(drv, ld.pool, need, stream)?, true),
     };
     let result = make(&ld.info, ws).and_then(|launches| run(drv, &ld, &launches, stream));
     if pooled {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation sweep, run on the GPU machine from the repository root with the binaries built
 # on a Rust machine (`CAUSAL_CONV1D_BACKEND=all cargo test --release --no-run`, stripped copies of
-# the test executables sweep/seeds/validation/huge/causal_conv1d, ccv1d and libcausal_conv1d.so in
+# the test executables sweep/seeds/validation/huge/causal_conv1d/concurrency/numerics/gpu_faults/gpu_driver, ccv1d and libcausal_conv1d.so in
 # $BIN). Every step's log goes to $LOG (default ./gpu-logs; packed into $OUT/gpu-logs.tgz when the
 # device tool's $OUT is set); the summary table is printed last.
 # Usage: BIN=.carry/gpu bash tests/gpu/validate.sh
@@ -28,6 +28,10 @@ step seeds 60 "$BIN/seeds"
 step validation 120 "$BIN/validation" --include-ignored
 step huge-2pow31 150 "$BIN/huge" --ignored --nocapture
 step kernel-selftest 60 "$BIN/causal_conv1d" gpu::kernels::gputest --ignored --test-threads=1
+step concurrency 120 "$BIN/concurrency" --nocapture
+step numerics 60 "$BIN/numerics" --nocapture
+step gpu-faults 120 "$BIN/gpu_faults" --ignored --test-threads=1 --nocapture
+step missing-driver 30 "$BIN/gpu_driver" missing_driver_directory_is_no_device
 step torch-ctypes 90 python3 examples-c/torch_ctypes.py "$BIN/libcausal_conv1d.so"
 step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 env CCV1D_TEST_CASES=24 CCV1D_TEST_REPEATS=2 "$BIN/sweep" --test-threads=1
 step racecheck 100 compute-sanitizer --tool racecheck --error-exitcode 9 env CCV1D_TEST_CASES=8 CCV1D_TEST_REPEATS=2 "$BIN/sweep" --test-threads=1

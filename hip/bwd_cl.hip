@@ -14,6 +14,7 @@
 template <typename T, int W>
 CCV_DEV void bwd_cl_body(const ccv_params& P) {
   constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
+  constexpr int SB = sizeof(T) == 4 ? CCV_SB_bwd_cl_f32 : CCV_SB_bwd_cl_16;
   constexpr int XROWS = TT + 2 * K, GROWS = TT + K;
   constexpr int NH = NT / CC, HT = TT / NH, HG = (GROWS + NH - 1) / NH;
   static_assert(NT % CC == 0 && TT % NH == 0, "tile shape");
@@ -56,8 +57,8 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TT) {
     // ---- 1. staging and per-row flags
-    stage_cl<T, XROWS, CC, NT, K>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
-    stage_cl<T, GROWS, CC, NT, K>(P, P.dout, P.dout_s, false, rc, gs4, b, t0, c0, vec);
+    stage_cl<T, XROWS, CC, NT, K, SB>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
+    stage_cl<T, GROWS, CC, NT, K, SB>(P, P.dout, P.dout_s, false, rc, gs4, b, t0, c0, vec);
     for (int i = tid; i < GROWS; i += NT) {
       const int64_t t = t0 + i;
       bool gpl = false, dpl = false;

@@ -327,25 +327,20 @@ template <int W> CCV_DEV WArr<W> sm_weights(const float* wsm, int cc, int ch) {
 }
 
 // Channel-last tiles in shared memory: fp32, row-major [rows][CC], row i = token p0 + i.
-// 16-byte loads a thread keeps in flight while staging a channel-last tile (see stage_cl).
-#ifndef CCV_STAGE_BATCH
-#define CCV_STAGE_BATCH 16
-#endif
-
 // stage_cl: rows of a [batch, dim, seqlen] tensor (x or dout) into the tile. Interior tiles (all
 // rows inside [0, L), all channels below D, vector path allowed) issue every 16-byte load of the
 // thread before the first shared-memory store; edge tiles take a scalar-capable loop. Rows
 // before the sequence start read the initial state of a simple row when `halo` (x), else 0.
-template <typename T, int ROWS, int CC, int NT, int K>
+template <typename T, int ROWS, int CC, int NT, int K, int BATCH>
 CCV_DEV void stage_cl(const ccv_params& P, const void* src, const int64_t* st, bool halo, const RowCtx& rc,
                       float4* sm4, int64_t b, int64_t p0, int64_t c0, bool vec) {
   constexpr int V = Tr<T>::V, G = CC / V, LT = ROWS * G, LI = (LT + NT - 1) / NT;
   const int64_t L = P.seqlen, D = P.dim, base = b * st[0], s1 = st[1], s2 = st[2];
   if (vec && c0 + CC <= D && p0 >= 0 && p0 + ROWS <= L) {
-    // Loads are issued in batches of NB 16-byte vectors per thread before their shared-memory
+    // Loads are issued in batches of NB (<= BATCH) 16-byte vectors per thread before their shared-memory
     // stores: all at once (NB = LI) has the most bytes in flight but holds 4*LI registers, which
     // caps the blocks per multiprocessor (f32 tiles: LI = 9).
-    constexpr int NB = LI < CCV_STAGE_BATCH ? LI : CCV_STAGE_BATCH;
+    constexpr int NB = LI < BATCH ? LI : BATCH;
     const T* ptr = (const T*)src + base + p0 * s2 + c0;
 #pragma unroll
     for (int b0 = 0; b0 < LI; b0 += NB) {

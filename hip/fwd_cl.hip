@@ -12,6 +12,7 @@
 template <typename T, int W>
 CCV_DEV void fwd_cl_body(const ccv_params& P) {
   constexpr int K = W - 1, NT = CCV_NT_fwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
+  constexpr int SB = sizeof(T) == 4 ? CCV_SB_fwd_cl_f32 : CCV_SB_fwd_cl_16;
   constexpr int ROWS = TT + K, NH = NT / CC, HT = TT / NH;
   static_assert(NT % CC == 0 && TT % NH == 0, "tile shape");
   __shared__ float4 xs4[ROWS * CC / 4];  // x rows [t0-K, t0+TT)
@@ -46,7 +47,7 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TT) {
-    stage_cl<T, ROWS, CC, NT, K>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
+    stage_cl<T, ROWS, CC, NT, K, SB>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
     if (tid < TT) {
       const int64_t t = t0 + tid;
       bool plain = false;

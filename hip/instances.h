@@ -42,8 +42,8 @@
 #define CCV_NT_bwd_reduce 256
 // Launch bounds per family and x dtype. On NVIDIA a minimum of resident blocks caps registers
 // at 65536 / (128 * b): used where it was measured to help without spilling on sm_80 and sm_90
-// (fwd_cf: 8 blocks = 64 registers; bwd_cf and 16-bit bwd_cl: 4 blocks = 128), left to ptxas
-// elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden with -D
+// (fwd_cf: 8 blocks = 64 registers; bwd_cf and f32 bwd_cl: 4 blocks = 128; 16-bit bwd_cl: 5 =
+// 102), left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden with -D
 // (CAUSAL_CONV1D_NVCC_FLAGS) for tuning builds.
 #ifndef CCV_LB_fwd_cf_f32
 #define CCV_LB_fwd_cf_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
@@ -73,13 +73,13 @@
 #define CCV_LB_bwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
 #endif
 #ifndef CCV_LB_bwd_cl_f32
-#define CCV_LB_bwd_cl_f32 CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cl)
+#define CCV_LB_bwd_cl_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
 #endif
 #ifndef CCV_LB_bwd_cl_f16
-#define CCV_LB_bwd_cl_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
+#define CCV_LB_bwd_cl_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
 #endif
 #ifndef CCV_LB_bwd_cl_bf16
-#define CCV_LB_bwd_cl_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
+#define CCV_LB_bwd_cl_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
 #endif
 #ifndef CCV_LB_update_f32
 #define CCV_LB_update_f32 CCV_LAUNCH_BOUNDS(CCV_NT_update)
@@ -89,6 +89,22 @@
 #endif
 #ifndef CCV_LB_update_bf16
 #define CCV_LB_update_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#endif
+
+// 16-byte loads a thread issues before storing them while staging a channel-last tile
+// (stage_cl in common.h), per family and x element size: fewer keep registers down so more blocks
+// fit; measured on the H100 with the registers these allow (docs/perf.md, 2026-11-22 session 2).
+#ifndef CCV_SB_fwd_cl_f32
+#define CCV_SB_fwd_cl_f32 3
+#endif
+#ifndef CCV_SB_fwd_cl_16
+#define CCV_SB_fwd_cl_16 16
+#endif
+#ifndef CCV_SB_bwd_cl_f32
+#define CCV_SB_bwd_cl_f32 3
+#endif
+#ifndef CCV_SB_bwd_cl_16
+#define CCV_SB_bwd_cl_16 2
 #endif
 
 // Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).

@@ -476,8 +476,8 @@ pub mod testing {
 
     /// [`set_image`] from a file: a fatbin/cubin (NVIDIA) or a code object `.hsaco`/`.co` (AMD),
     /// read into an 8-byte aligned, leaked buffer. For kernel tuning (`ccv1d bench --image`) and
-    /// the smoke test. Returns the vendor the image was installed for.
-    pub fn set_image_file(path: &str) -> std::result::Result<Vendor, String> {
+    /// the smoke test. Returns the vendor the image was installed for, and the image.
+    pub fn set_image_file(path: &str) -> std::result::Result<(Vendor, &'static [u8]), String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read kernel image {path}: {e}"))?;
         let mut words = vec![0u64; bytes.len().div_ceil(8)];
         // SAFETY: `words` has room for bytes.len() bytes.
@@ -489,7 +489,7 @@ pub mod testing {
         if !set_image(vendor, image) {
             return Err(format!("a {vendor:?} kernel image was already set"));
         }
-        Ok(vendor)
+        Ok((vendor, image))
     }
 
     /// Run `make`'s launches exactly as `ccv1d_fwd`/`ccv1d_bwd` run theirs: pointer checks

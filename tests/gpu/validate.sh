@@ -33,6 +33,8 @@ step numerics 60 "$BIN/numerics" --nocapture
 step gpu-faults 120 "$BIN/gpu_faults" --ignored --test-threads=1 --nocapture
 step missing-driver 30 "$BIN/gpu_driver" missing_driver_directory_is_no_device
 step torch-ctypes 90 python3 examples-c/torch_ctypes.py "$BIN/libcausal_conv1d.so"
+step python-package 570 env BIN="$BIN" LOG="$LOG" OUT= bash tests/gpu/python.sh
+step libtorch-example 300 env CAUSAL_CONV1D_LIB_DIR="$BIN" LOG="$LOG" OUT= bash tests/gpu/libtorch.sh
 step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 env CCV1D_TEST_CASES=24 CCV1D_TEST_REPEATS=2 "$BIN/sweep" --test-threads=1
 step racecheck 100 compute-sanitizer --tool racecheck --error-exitcode 9 env CCV1D_TEST_CASES=8 CCV1D_TEST_REPEATS=2 "$BIN/sweep" --test-threads=1
 echo

@@ -113,8 +113,8 @@ fn main() {
         std::process::exit(2);
     };
     let fault_mode = args.iter().any(|a| a == "--fault");
-    let vendor = testing::set_image_file(path).expect("kernel image");
-    let bytes = std::fs::metadata(path).expect("kernel image").len();
+    let (vendor, image) = testing::set_image_file(path).expect("kernel image");
+    let bytes = image.len();
 
     let mut r = Report { failed: 0 };
     println!("INFO backends compiled: {:#x}; image {path} ({bytes} bytes) for {vendor:?}", ccv1d_backends_compiled());

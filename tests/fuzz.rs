@@ -391,3 +391,47 @@ fn fuzz_c_abi() {
     assert!(st.ok_computed * 10 >= st.cases, "fewer than 10% of the calls reached the compute");
     assert!(st.statuses.len() >= 10, "only {} distinct statuses", st.statuses.len());
 }
+
+/// Memory ending right before an inaccessible page: `bytes` usable bytes returned, and the
+/// mapping to unmap. Reads past the end fault instead of going unnoticed.
+unsafe fn page_end(bytes: usize) -> (*mut u8, *mut c_void, usize) {
+    let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+    let len = bytes.next_multiple_of(page) + page;
+    let m = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+    assert_ne!(m, libc::MAP_FAILED);
+    assert_eq!(libc::mprotect((m as usize + len - page) as *mut c_void, page, libc::PROT_NONE), 0);
+    ((m as usize + len - page - bytes) as *mut u8, m, len)
+}
+
+/// num_seqs = INT64_MAX with cu_seqlens: cu_seqlens has num_seqs+1 entries, which overflows
+/// int64; the library must say so before reading any of it. The entries that exist are
+/// increasing up to an inaccessible page, so a validation loop that trusts num_seqs faults.
+#[test]
+fn num_seqs_overflow_is_refused_before_reading_cu_seqlens() {
+    unsafe {
+        let n_cu = 1024usize;
+        let (cu, m, len) = page_end(4 * n_cu);
+        for i in 0..n_cu {
+            (cu as *mut i32).add(i).write(i as i32);
+        }
+        let mut x = [0f32; 4];
+        let mut w = [0f32; 4];
+        let mut out = [0f32; 4];
+        let t = |p: *mut f32, s: [i64; 3]| ccv1d_tensor { data: p as *mut c_void, dtype: CCV1D_DTYPE_F32, stride: s };
+        let mut p: ccv1d_fwd_params = std::mem::zeroed();
+        p.struct_size = std::mem::size_of::<ccv1d_fwd_params>() as u32;
+        p.backend = CCV1D_BACKEND_CPU;
+        (p.batch, p.dim, p.seqlen, p.width) = (1, 1, 4, 4);
+        p.x = t(x.as_mut_ptr(), [4, 4, 1]);
+        p.weight = t(w.as_mut_ptr(), [4, 1, 0]);
+        p.out = t(out.as_mut_ptr(), [4, 4, 1]);
+        p.cu_seqlens = ccv1d_tensor { data: cu as *mut c_void, dtype: CCV1D_DTYPE_I32, stride: [1, 0, 0] };
+        for n in [i64::MAX, i64::MAX - 1] {
+            p.num_seqs = n;
+            let s = ccv1d_fwd(&p, std::ptr::null_mut());
+            assert_ne!(s, CCV1D_OK, "num_seqs {n}");
+            println!("num_seqs {n}: {} ({})", CStr::from_ptr(ccv1d_status_string(s)).to_str().unwrap(), last_error());
+        }
+        libc::munmap(m, len);
+    }
+}

@@ -350,7 +350,16 @@ unsafe fn conv_inputs(f: &ConvFields, stream: usize, spans: &mut Vec<Span>) -> R
         batch
     };
     let seq_idx = opt_index(f.seq_idx, "seq_idx", &[batch, seqlen], false, spans)?;
-    let cu = opt_index(f.cu_seqlens, "cu_seqlens", &[seqs_n + 1], false, spans)?;
+    // num_seqs + 1 entries: checked, or INT64_MAX wraps to a 1-element view that the content
+    // checks below would then read num_seqs entries past.
+    let cu_len = if packed {
+        seqs_n
+            .checked_add(1)
+            .ok_or_else(|| Error::new(CCV1D_ERR_OVERFLOW, format!("cu_seqlens: num_seqs + 1 overflows int64 (num_seqs = {seqs_n})")))?
+    } else {
+        0 // absent: not checked
+    };
+    let cu = opt_index(f.cu_seqlens, "cu_seqlens", &[cu_len], false, spans)?;
     let state_indices = opt_index(f.state_indices, "state_indices", &[seqs_n], false, spans)?;
     let has_initial_state = opt_index(f.has_initial_state, "has_initial_state", &[seqs_n], true, spans)?;
 

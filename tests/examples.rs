@@ -25,8 +25,21 @@ fn run(cmd: &mut Command) -> String {
     text
 }
 
-/// Compile `src` with `compiler` and `flags`, link the library, run it, return its output.
-fn build_and_run(compiler: &str, flags: &[&str], src: &str, name: &str) -> String {
+/// A compiled example: the executable and the private library directory it links against.
+struct Built {
+    exe: PathBuf,
+    lib: PathBuf,
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.exe);
+        let _ = std::fs::remove_dir_all(&self.lib);
+    }
+}
+
+/// Compile `src` with `compiler` and `flags`, linked against the library.
+fn build(compiler: &str, flags: &[&str], src: &str, name: &str) -> Built {
     let tmp = std::env::temp_dir().join(format!("ccv1d-example-{}-{name}", std::process::id()));
     // The library's SONAME is libcausal_conv1d.so.0 (what an install provides): link and run
     // against a private directory that has both names.
@@ -48,10 +61,13 @@ fn build_and_run(compiler: &str, flags: &[&str], src: &str, name: &str) -> Strin
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .args(["-lcausal_conv1d", "-lm"]);
     run(&mut c);
-    let text = run(&mut Command::new(&tmp));
-    let _ = std::fs::remove_file(&tmp);
-    let _ = std::fs::remove_dir_all(&lib);
-    text
+    Built { exe: tmp, lib }
+}
+
+/// Compile `src` with `compiler` and `flags`, link the library, run it, return its output.
+fn build_and_run(compiler: &str, flags: &[&str], src: &str, name: &str) -> String {
+    let built = build(compiler, flags, src, name);
+    run(&mut Command::new(&built.exe))
 }
 
 #[test]
@@ -75,9 +91,71 @@ fn c_with_sanitizers() {
 }
 
 #[test]
+fn c_error_paths_with_sanitizers() {
+    // One bad call per validation rule reachable on the CPU: exact status, a message naming the
+    // field, every buffer byte-identical; status_string of every code.
+    let flags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"];
+    let out = build_and_run("cc", &flags, "errors.c", "errors-asan");
+    assert!(out.contains(" 0 failures: PASS"), "{out}");
+    for status in ["NULL_POINTER", "STRUCT_SIZE", "DTYPE", "ACTIVATION", "BACKEND", "WIDTH", "DIM", "OVERFLOW", "SHAPE", "CU_SEQLENS", "OVERLAP", "INDEX", "NO_DEVICE"] {
+        assert!(out.contains(&format!("-> {status:<12} ")), "no {status} case in:\n{out}");
+    }
+}
+
+#[test]
 fn python_ctypes() {
     let so = lib_dir().join("libcausal_conv1d.so");
     let out = run(Command::new("python3").arg(root().join("examples-c/ctypes_demo.py")).arg(&so));
     assert!(out.contains(": PASS"), "{out}");
     assert!(out.contains("width=0 -> ccv1d_fwd: WIDTH"), "{out}");
+}
+
+/// valgrind on PATH; a missing valgrind fails under CI=true and is a loud skip otherwise.
+fn valgrind() -> Option<&'static str> {
+    if Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Some("valgrind");
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but valgrind is not installed (apt-get install valgrind)");
+    eprintln!("\n*** SKIPPED: valgrind is not installed; the memcheck tests did not run ***\n");
+    None
+}
+
+/// Run `exe args` under memcheck: 0 errors and 0 bytes definitely lost, else exit 99.
+fn memcheck(exe: &Path, args: &[&str]) -> String {
+    let mut c = Command::new("valgrind");
+    c.args(["--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite"])
+        .arg(exe)
+        .args(args)
+        .env("CCV1D_NUM_THREADS", "2");
+    let text = run(&mut c);
+    assert!(text.contains("ERROR SUMMARY: 0 errors"), "{text}");
+    assert!(!text.contains("definitely lost:") || text.contains("definitely lost: 0 bytes"), "{text}");
+    text
+}
+
+#[test]
+fn valgrind_c_examples() {
+    if valgrind().is_none() {
+        return;
+    }
+    let flags = ["-std=c11", "-g", "-O1"];
+    for (compiler, flags, src) in [("cc", &flags[..], "fwd_bwd.c"), ("c++", &["-std=c++17", "-g", "-O1"][..], "decode.cpp"), ("cc", &flags[..], "errors.c")] {
+        let built = build(compiler, flags, src, &format!("vg-{src}"));
+        let out = memcheck(&built.exe, &[]);
+        assert!(out.contains(": PASS"), "{src}: {out}");
+    }
+}
+
+#[test]
+fn valgrind_cpu_cases() {
+    if valgrind().is_none() {
+        return;
+    }
+    // A slice of `ccv1d test` (oracle-checked, guard zones): packed varlen, decode update,
+    // states, non-contiguous views — the CPU backend's main paths, small shapes.
+    let exe = Path::new(env!("CARGO_BIN_EXE_ccv1d"));
+    for filter in ["varlen", "update/", "states/w4-L4", "views"] {
+        let out = memcheck(exe, &["test", "--filter", filter, "--threads", "1"]);
+        assert!(out.contains(" passed, 0 failed"), "{filter}: {out}");
+    }
 }

@@ -62,7 +62,12 @@ where
     MK: Fn() -> Result<S>,
     F: Fn(&mut S, J) -> Result<()> + Sync,
 {
-    let threads = threads.clamp(1, jobs.len().max(1));
+    // No jobs (an empty problem): allocate no scratch either, its size may come from a dim that
+    // is huge while another is 0 (update with dim 0 and state_len 2^40 is a valid no-op).
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let threads = threads.clamp(1, jobs.len());
     if threads == 1 {
         let mut s = scratch()?;
         for j in jobs {

@@ -207,13 +207,13 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
         for (int e = 0; e < V && tv + e < L; ++e) {
           const int64_t p = tv + e;
           stf<T>(P.dx, drow + p * ds, dx_generic<T, W>(P, b, d, p, wa, gb, t0, 1));
+          // No skip of g == 0: 0 * inf taps must give NaN as in the oracle (padding adds no term:
+          // taps_generic answers 0 for it, and its g is 0).
           const float gp = gb[p - t0];
-          if (gp != 0.f) {
-            const WArr<W> tp = taps_generic<T, W>(P, b, d, p);
+          const WArr<W> tp = taps_generic<T, W>(P, b, d, p);
 #pragma unroll
-            for (int k = 0; k < W; ++k) dw[k] += gp * tp.w[k];
-            db += gp;
-          }
+          for (int k = 0; k < W; ++k) dw[k] += gp * tp.w[k];
+          db += gp;
         }
       }
     }

@@ -140,7 +140,7 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
 #pragma unroll 1
         for (int r = rb; r < rb + HT; ++r) {
           const float gr = gs[r * CC + cl];
-          if ((fl[r] & 1) || t0 + r >= L || gr == 0.f) continue;
+          if ((fl[r] & 1) || t0 + r >= L) continue;  // g == 0 is not skipped: 0 * inf = NaN
           const WArr<W> tp = taps_generic<T, W>(P, b, c, t0 + r);
 #pragma unroll
           for (int k = 0; k < W; ++k) dw[k] += gr * tp.w[k];

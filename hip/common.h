@@ -300,8 +300,10 @@ CCV_SLOW WArr<W> taps_generic(const ccv_params& P, int64_t b, int64_t d, int64_t
   WArr<W> r;
   Seg g = seg_of(P, b, q);
   int64_t idq = (P.flags & CCV_F_SEQ_IDX) ? seqid(P, b, q) : 0;
+  // padding tokens (id < 0) and skipped sequences add no term (docs/semantics.md: dweight)
+  const bool ok = g.valid && idq >= 0;
 #pragma unroll
-  for (int k = 0; k < W; ++k) r.w[k] = g.valid ? tap_value<T>(P, g, b, d, idq, q - K + k, K) : 0.f;
+  for (int k = 0; k < W; ++k) r.w[k] = ok ? tap_value<T>(P, g, b, d, idq, q - K + k, K) : 0.f;
   return r;
 }
 

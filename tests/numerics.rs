@@ -1,6 +1,6 @@
 //! Special values on the harness backend (`CCV1D_TEST_BACKEND=cpu|gpu`), compared with the f64
 //! oracle element by element by class: NaN where the oracle has NaN (and only there), the same
-//! ±inf, finite values within half an ulp of the output dtype plus the fp32 allowance
+//! ±inf, finite values within one ulp of the output dtype plus the fp32 allowance
 //! (docs/semantics.md "Special values").
 //! - NaN / ±inf in x (and NaN in dout) reach only the outputs whose terms include them, also with
 //!   seq_idx boundaries and padding;
@@ -36,7 +36,9 @@ fn same_classes(what: &str, got: &[f64], want: &[f64], mag: &[f64], dt: DType, a
             // A finite value whose magnitude is not (an inf elsewhere in its terms' magnitudes,
             // e.g. SiLU' of an infinite pre-activation): judged relative to itself.
             let m = if mag[i].is_finite() { mag[i] } else { 4.0 * want[i].abs() };
-            (g - want[i]).abs() <= 1.001 * oracle::half_ulp(dt, w) + acc * m + 1e-36
+            // One ulp of the output dtype (not half): GPU fast-math exp can move an fp32 result
+            // across a rounding boundary of a 16-bit output; accuracy proper is the sweep's job.
+            (g - want[i]).abs() <= 2.002 * oracle::half_ulp(dt, w) + acc * m + 1e-36
         };
         if !ok {
             bad.push(format!("[{i}] got {g:e} want {w:e} (f64 {:e})", want[i]));

@@ -7,7 +7,7 @@
 #   TORCH_DIR              the torch package directory (default: asked from python3)
 #   TORCH_CXX11_ABI        0 or 1 (default: torch._C._GLIBCXX_USE_CXX11_ABI, else read off libc10.so)
 #   CUDA_INCLUDE           directory with cuda_runtime_api.h (default: torch's pip CUDA runtime
-#                          headers, else $CUDA_HOME/include, nvcc's include/, /usr/local/cuda/include)
+#                          headers when complete, else $CUDA_HOME/include, nvcc's include/, /usr/local/cuda/include)
 #   CXX (g++), CXX_STD (c++20 when the headers demand it, else c++17), BUILD_DIR (examples-c/torch_ext/build)
 #   COMPILE_ONLY=1         compile to an object file and stop (no libraries needed)
 #   LINK_EXTRA             appended to the link line (e.g. -Wl,--allow-shlib-undefined where
@@ -44,7 +44,8 @@ command -v nvcc >/dev/null && cuda_candidates+=("$(dirname "$(command -v nvcc)")
 cuda_candidates+=(/usr/local/cuda/include)
 cuda_inc=
 for d in "${cuda_candidates[@]}"; do
-  if [ -f "$d/cuda_runtime_api.h" ]; then cuda_inc=$(cd "$d" && pwd); break; fi
+  # a complete tree: pip runtime wheels may lack crt/ (nvidia-cuda-crt is a separate wheel)
+  if [ -f "$d/cuda_runtime_api.h" ] && [ -f "$d/crt/host_defines.h" ]; then cuda_inc=$(cd "$d" && pwd); break; fi
 done
 [ -n "$cuda_inc" ] || die "no cuda_runtime_api.h found (tried: ${cuda_candidates[*]}); set CUDA_INCLUDE"
 

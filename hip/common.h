@@ -87,16 +87,17 @@ CCV_DEV void st_dt(void* base, int64_t off, int dt, float v) {
 // ------------------------------------------------------------------ activation
 // fast exp (ex2.approx of z*log2(e): about 1e-6 relative for |z| < 16, and there sigma or its
 // complement is tiny) and the fast 2-ulp divide; no IEEE slow-path calls in the hot loops.
-// Saturation (docs/semantics.md): silu(z) = -0 and silu'(z) = -0 for z < -88 (σ underflows; the
-// formulas would give -inf·0 = NaN at z = -inf), silu'(z) = 1 for z > 88 (inf·0 at +inf).
+// Saturation (docs/semantics.md) without branches: below z = -88 σ is 0 (the fast divide returns 0
+// for a denominator above 2^126), so clamping the other factor's z to [-88, 88] turns the
+// -inf·0 / inf·0 of the formulas at ±inf into silu = -0, silu' = -0 (z < -88) or 1 (z > 88);
+// a NaN z still gives NaN through σ (fmaxf/fminf drop NaN, σ does not).
 CCV_DEV float sigmoidf_(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
-CCV_DEV float act_f(float z, bool silu) { return silu ? (z < -88.f ? -0.f : z * sigmoidf_(z)) : z; }
+CCV_DEV float act_f(float z, bool silu) { return silu ? fmaxf(z, -88.f) * sigmoidf_(z) : z; }
 // dout * act'(z)
 CCV_DEV float act_grad(float z, float dy, bool silu) {
   if (!silu) return dy;
-  float s = sigmoidf_(z);
-  float d = z < -88.f ? -0.f : z > 88.f ? 1.f : s * (1.f + z * (1.f - s));
-  return dy * d;
+  const float s = sigmoidf_(z), zc = fminf(fmaxf(z, -88.f), 88.f);
+  return dy * (s * (1.f + zc * (1.f - s)));
 }
 
 // ------------------------------------------------------------------ weights

@@ -59,7 +59,7 @@ struct ccv_params {
   int64_t num_slots;           // first dim of the state tensors / conv_state
   int64_t state_len;           // update
   // ---- geometry (chosen by kernels.rs) ----------------------------------------------- offset 512
-  int64_t chunk;       // tokens per block along L
+  int64_t chunk;       // tokens per block along L (update: batch rows per thread)
   int64_t n_chunks;    // blocks along L per batch row
   int64_t n_ctiles;    // channel tiles (channel-last kernels), 1 otherwise
   int64_t n_blocks;    // blocks of work in the grid (the grid may be larger; extra blocks exit)

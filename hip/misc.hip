@@ -9,18 +9,14 @@ CCV_DEV int64_t emod(int64_t a, int64_t m) {
 }
 
 // ---------------------------------------------------------------- update (decode)
-// Thread = (batch row b, channel d). Reads the K previous inputs from conv_state, updates the state
+// Thread = (channel d, P.chunk consecutive batch rows): the weights and bias are loaded once per
+// thread and reused for its rows (kernels.rs groups rows only when the grid has more than a wave
+// of blocks anyway). Per row: reads the K previous inputs from conv_state, updates the state
 // (shift, or circular writes with cache_seqlens) reading x before any output is written, then
 // produces the S outputs with a sliding window in registers: out may be x (in place).
 template <typename T, int W>
-CCV_DEV void update_body(const ccv_params& P) {
+CCV_DEV void update_row(const ccv_params& P, int64_t b, int64_t d, const float* w, float bias) {
   constexpr int K = W - 1;
-  const uint32_t blk = block_linear();
-  if (blk >= (uint64_t)P.n_blocks) return;
-  const uint32_t nct = (uint32_t)P.n_ctiles;
-  const int64_t b = blk / nct;
-  const int64_t d = (int64_t)(blk % nct) * CCV_NT_update + threadIdx.x;
-  if (d >= P.dim) return;
   const int f = P.flags;
   const int64_t S = P.seqlen, sl = P.state_len;
   const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
@@ -31,9 +27,25 @@ CCV_DEV void update_body(const ccv_params& P) {
     return;
   }
   const int64_t crow = slot * P.cs_s[0] + d * P.cs_s[1], cs = P.cs_s[2];
-  float w[W], bias;
-  load_weights<W>(P, d, w, bias);
   float win[K > 0 ? K : 1];
+  const bool silu = f & CCV_F_SILU;
+  if (S == 1 && sl >= K && !(f & CCV_F_CACHE_SEQLENS)) {
+    // The decode step: one token, state shifted by one. Each state element is read once.
+    const float xv = ldf<T>(P.x, xrow);
+#pragma unroll
+    for (int j = 0; j < K; ++j) win[j] = ldf<T>(P.conv_state, crow + (sl - K + j) * cs);
+    // positions [0, sl - max(K, 1)) take old[j + 1]; [sl - K, sl - 1) the window; sl - 1 takes x
+    constexpr int KS = K > 0 ? K : 1;
+    for (int64_t j = 0; j + KS < sl; ++j) stf<T>(P.conv_state, crow + j * cs, ldf<T>(P.conv_state, crow + (j + 1) * cs));
+#pragma unroll
+    for (int j = 1; j < K; ++j) stf<T>(P.conv_state, crow + (sl - K + j - 1) * cs, win[j]);
+    if (sl > 0) stf<T>(P.conv_state, crow + (sl - 1) * cs, xv);
+    float acc = bias + w[K] * xv;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc += w[k] * win[k];
+    stf<T>(P.out, orow, act_f(acc, silu));
+    return;
+  }
   if (sl <= 0) {
     // state_len = 0 (width 1): no state to read or write
   } else if (f & CCV_F_CACHE_SEQLENS) {
@@ -57,7 +69,6 @@ CCV_DEV void update_body(const ccv_params& P) {
       stf<T>(P.conv_state, crow + j * cs, v);
     }
   }
-  const bool silu = f & CCV_F_SILU;
   for (int64_t s = 0; s < S; ++s) {
     const float xv = ldf<T>(P.x, xrow + s * xs);
     float acc = bias + w[K] * xv;
@@ -68,6 +79,20 @@ CCV_DEV void update_body(const ccv_params& P) {
     if (K > 0) win[K > 0 ? K - 1 : 0] = xv;
     stf<T>(P.out, orow + s * os, act_f(acc, silu));
   }
+}
+
+template <typename T, int W>
+CCV_DEV void update_body(const ccv_params& P) {
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nct = (uint32_t)P.n_ctiles;
+  const int64_t d = (int64_t)(blk % nct) * CCV_NT_update + threadIdx.x;
+  if (d >= P.dim) return;
+  const int64_t b0 = (int64_t)(blk / nct) * P.chunk;
+  const int64_t b1 = min(P.batch, b0 + P.chunk);
+  float w[W], bias;
+  load_weights<W>(P, d, w, bias);
+  for (int64_t b = b0; b < b1; ++b) update_row<T, W>(P, b, d, w, bias);
 }
 
 // ---------------------------------------------------------------- states

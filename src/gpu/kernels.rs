@@ -518,7 +518,6 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
 
 /// Launches of a decode update (one kernel).
 pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
-    let _ = dev;
     check_width(p.width)?;
     let mut v = Vec::new();
     if p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0 {
@@ -567,7 +566,11 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     k.state_len = p.state_len;
     k.width = p.width as i32;
     k.n_ctiles = ceil_div(p.dim, NT as i64);
-    k.n_blocks = p.batch * k.n_ctiles;
+    // Batch rows per thread (`chunk`): 1 while the grid is at most about one wave of blocks,
+    // else enough rows to bring it back to one wave (weights loaded once per thread), at most 8.
+    let wave = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
+    k.chunk = (p.batch.saturating_mul(k.n_ctiles) / wave).clamp(1, 8);
+    k.n_blocks = ceil_div(p.batch, k.chunk).saturating_mul(k.n_ctiles);
     if k.n_blocks > MAX_BLOCKS {
         bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch");
     }
@@ -921,6 +924,11 @@ mod tests {
         check_grid(&v[0]);
         let k = params_of(&v[0]);
         assert_eq!((k.n_ctiles, k.n_blocks, k.state_len, k.num_slots), (3, 15, 3, 9));
+        assert_eq!(k.chunk, 1, "a small grid keeps one batch row per thread");
+        // Decode at B = 256, D = 5376 on 132 SMs: 10752 one-row blocks are ~5 waves -> 5 rows per thread.
+        let big = UpdatePlan { batch: 256, dim: 5376, seqlen: 1, num_slots: 256, cache_seqlens: None, conv_state_indices: None, ..p };
+        let kb = params_of(&update_launches(&big, &h100()).unwrap()[0]);
+        assert_eq!((kb.n_ctiles, kb.chunk, kb.n_blocks), (42, 5, 52 * 42));
         assert_eq!(k.flags, F_STATES_ANY | F_CACHE_SEQLENS | F_STATE_IDX);
         assert_eq!(k.x, k.out);
         assert_eq!(k.w_dtype, DT_BF16);

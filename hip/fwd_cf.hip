@@ -1,5 +1,7 @@
 // Forward, channel-first (x L-stride 1 on the vector path; any strides on the scalar path).
 // Block = (batch row b, channel d, chunk of `P.chunk` tokens); it walks its chunk tile by tile.
+// Short rows (P.rows_log2 = r > 0, only when a row fits one tile of NT >> r threads): the block
+// is 2^r independent sub-blocks, each one (b, d) row with its own part of the shared tile.
 // A tile: each thread loads ITEMS 16-byte vectors of x (fp32 in registers and in shared memory),
 // the K tokens before the tile (halo) come from global memory; each thread then reads the K
 // values before its vector from shared memory and computes V outputs. Rows without seq_idx and
@@ -11,20 +13,25 @@
 template <typename T, int W>
 CCV_DEV void fwd_cf_body(const ccv_params& P) {
   constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_fwd_cf, IT = CCV_CF_ITEMS;
-  constexpr int TILE = NT * V * IT, KP = 8, HV = (K + 3) / 4 * 4;
-  __shared__ float4 xb4[(KP + TILE) / 4];
-  float* xb = (float*)xb4;
+  constexpr int TILE = NT * V * IT, KP = 8, HV = (K + 3) / 4 * 4, LOG_NT = 7;
+  static_assert(NT == 1 << LOG_NT, "sub-block split assumes 128 threads");
+  constexpr int MAXR = 8;  // kernels.rs caps rows_log2 at 3
+  __shared__ float4 xb4[(MAXR * KP + TILE) / 4];
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
+  const int rl = P.rows_log2, ntr = NT >> rl, tiler = TILE >> rl;  // threads and tokens per row
+  const int tid = threadIdx.x & (ntr - 1), sub = threadIdx.x >> (LOG_NT - rl);
+  float* xb = (float*)xb4 + sub * (KP + tiler);  // this row's halo + tile (16-byte aligned)
+  float4* xr4 = (float4*)xb;
   const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
   const int64_t chunk = blk % nch;
-  const uint32_t rd = blk / nch;
-  const int64_t d = rd % dm, b = rd / dm;
+  const int64_t rd = ((int64_t)(blk / nch) << rl) + sub;
+  const bool active = rd < P.batch * P.dim;  // the last block's spare sub-blocks only join the barriers
+  const int64_t d = active ? rd % dm : 0, b = active ? rd / dm : 0;
   const int f = P.flags;
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
-  const int64_t L = P.seqlen;
-  const int tid = threadIdx.x;
+  const int64_t L = active ? P.seqlen : 0;
 
   WArr<W> wa;
   float bias;
@@ -36,16 +43,16 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
   const bool row_ok = rc.g.valid;
 
   const int64_t cbeg = chunk * P.chunk;
-  const int64_t cend = min(L, cbeg + P.chunk);
-  for (int64_t t0 = cbeg; t0 < cend; t0 += TILE) {
-    if (tid < KP) {
+  const int64_t cend = min(P.seqlen, cbeg + P.chunk);  // the same trip count in every sub-block
+  for (int64_t t0 = cbeg; t0 < cend; t0 += tiler) {
+    if (tid < KP && active) {
       int64_t p = t0 - KP + tid;
       xb[tid] = p >= 0 ? ldf<T>(P.x, xrow + p * xs) : row_halo<T>(P, rc, d, p, K);
     }
     float xv[IT][V];
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      const int64_t v = j * ntr + tid, tv = t0 + v * V;
       if (vec && tv + V <= L) {
         ldv<T>(P.x, xrow + tv, xv[j]);
       } else {
@@ -53,13 +60,13 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
         for (int e = 0; e < V; ++e) xv[j][e] = tv + e < L ? ldf<T>(P.x, xrow + (tv + e) * xs) : 0.f;
       }
 #pragma unroll
-      for (int e = 0; e < V; e += 4) xb4[(KP + v * V + e) / 4] = make_float4(xv[j][e], xv[j][e + 1], xv[j][e + 2], xv[j][e + 3]);
+      for (int e = 0; e < V; e += 4) xr4[(KP + v * V + e) / 4] = make_float4(xv[j][e], xv[j][e + 1], xv[j][e + 2], xv[j][e + 3]);
     }
     __syncthreads();
     unsigned slow = 0;  // bit j: vector j takes the generic path
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      const int64_t v = j * ntr + tid, tv = t0 + v * V;
       if (tv >= L) continue;  // nothing to do
       bool plain;
       if (packed) {
@@ -79,7 +86,7 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
       float win[HV + V], o[V];
 #pragma unroll
       for (int m = 0; m < HV; m += 4) {
-        float4 q = xb4[(KP + v * V - HV + m) / 4];
+        float4 q = xr4[(KP + v * V - HV + m) / 4];
         win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
       }
 #pragma unroll
@@ -103,7 +110,7 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
 #pragma unroll 1
     for (int j = 0; j < IT; ++j) {
       if (!(slow & (1u << j))) continue;
-      const int64_t tv = t0 + (j * NT + tid) * V;
+      const int64_t tv = t0 + (j * ntr + tid) * V;
 #pragma unroll 1
       for (int e = 0; e < V && tv + e < L; ++e)
         stf<T>(P.out, orow + (tv + e) * os, fwd_generic<T, W>(P, b, d, tv + e, wa, bias));

@@ -69,7 +69,7 @@ struct ccv_params {
   int32_t flags;
   int32_t w_dtype, b_dtype, dw_dtype, db_dtype;
   int32_t hi_bytes;  // 4 (int32) or 1 (bool)
-  int32_t reserved;
+  int32_t rows_log2;  // fwd_cf: a block covers 2^rows_log2 (batch, channel) rows (short rows), else 0
 };  // 584 bytes
 
 #define CCV_PARAMS_SIZE 584

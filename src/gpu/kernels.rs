@@ -106,7 +106,8 @@ pub struct KParams {
     pub dw_dtype: i32,
     pub db_dtype: i32,
     pub hi_bytes: i32,
-    pub reserved: i32,
+    /// fwd_cf: a block covers `2^rows_log2` (batch, channel) rows of one chunk each (short rows).
+    pub rows_log2: i32,
 }
 
 pub const KPARAMS_SIZE: usize = 584;
@@ -391,6 +392,18 @@ fn main_params(p: &KParams, g: &MainGeom, vec: bool) -> KParams {
     k
 }
 
+/// Channel-first forward on rows shorter than half a tile: log2 of the rows a block covers (its
+/// threads split into 2^r sub-blocks of one row each, at least 16 threads per row), else 0. Only
+/// when each row is one chunk (n_chunks = 1).
+pub fn short_rows_log2(seqlen: i64, g: &MainGeom, dt: DType) -> i32 {
+    let tile = tile_tokens(Layout::ChannelFirst, dt);
+    let mut r = 0;
+    while g.n_chunks == 1 && r < 3 && seqlen.max(1) * (2 << r) <= tile {
+        r += 1;
+    }
+    r
+}
+
 /// Launches of a forward call, in order.
 pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
     let inp = &p.inp;
@@ -411,8 +424,12 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
-        let km = main_params(&k, &g, vec);
-        v.push(launch(format!("ccv1d_fwd_{}_{}_w{}", layout.tag(), dt_name(dt), inp.width), g.n_blocks, NT, &km));
+        let mut km = main_params(&k, &g, vec);
+        if layout == Layout::ChannelFirst {
+            km.rows_log2 = short_rows_log2(inp.seqlen, &g, dt);
+            km.n_blocks = ceil_div(inp.batch * inp.dim, 1 << km.rows_log2) * g.n_chunks;
+        }
+        v.push(launch(format!("ccv1d_fwd_{}_{}_w{}", layout.tag(), dt_name(dt), inp.width), km.n_blocks, NT, &km));
     }
     if p.final_states.is_some() {
         v.extend(states_launch(format!("ccv1d_fwd_states_{}", dt_name(dt)), &k));
@@ -724,7 +741,8 @@ mod tests {
                 assert!(k.chunk / tile <= MAX_TILES_PER_BLOCK);
                 assert_eq!(k.n_chunks, ceil_div(l, k.chunk));
                 assert!((k.n_chunks - 1) * k.chunk < l);
-                assert_eq!(k.n_blocks, b * d * k.n_chunks);
+                assert_eq!(k.n_blocks, ceil_div(b * d, 1 << k.rows_log2) * k.n_chunks);
+                assert!(k.rows_log2 == 0 || (k.n_chunks == 1 && l << (k.rows_log2 + 1) <= tile));
                 assert_eq!(k.n_ctiles, 1);
                 assert_ne!(k.flags & F_VEC, 0, "contiguous aligned → vector path");
                 assert_eq!(k.flags & (F_BIAS | F_SILU), F_BIAS | F_SILU);
@@ -736,6 +754,12 @@ mod tests {
         let p = fwd_plan(inputs(DType::BF16, 4, 256, 4096, 4, cf(4, 256, 4096)));
         let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
+        // short rows: several (batch, channel) rows per block, at least 16 threads per row
+        for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 512, 2, 4096), (DType::F32, 4, 4096, 512, 1, 8192), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {
+            let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+            let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
+            assert_eq!((k.rows_log2, k.n_chunks, k.n_blocks), (rl, 1, blocks), "{dt:?} {b}x{d}x{l}");
+        }
     }
 
     #[test]

@@ -10,8 +10,11 @@
 // changes, skipped slots) take the generic per-element path (out of line, scalar).
 #include "instances.h"
 
-template <typename T, int W>
-CCV_DEV void fwd_cf_body(const ccv_params& P) {
+// SHORT = false: ccv1d_fwd_cf_* (rows_log2 = 0, all index math compile-time); true:
+// ccv1d_fwd_cfs_* (rows_log2 from the params). Two kernels, not one with a runtime split: that
+// cost the plain path its registers (64 with spills instead of 45 at W=4).
+template <typename T, int W, bool SHORT>
+CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_fwd_cf, IT = CCV_CF_ITEMS;
   constexpr int TILE = NT * V * IT, KP = 8, HV = (K + 3) / 4 * 4, LOG_NT = 7;
   static_assert(NT == 1 << LOG_NT, "sub-block split assumes 128 threads");
@@ -20,14 +23,16 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
-  const int rl = P.rows_log2, ntr = NT >> rl, tiler = TILE >> rl;  // threads and tokens per row
-  const int tid = threadIdx.x & (ntr - 1), sub = threadIdx.x >> (LOG_NT - rl);
+  const int rl = SHORT ? P.rows_log2 : 0, ntr = NT >> rl, tiler = TILE >> rl;  // threads and tokens per row
+  const int tid = SHORT ? threadIdx.x & (ntr - 1) : threadIdx.x;
+  const int sub = SHORT ? threadIdx.x >> (LOG_NT - rl) : 0;
   float* xb = (float*)xb4 + sub * (KP + tiler);  // this row's halo + tile (16-byte aligned)
   float4* xr4 = (float4*)xb;
   const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
   const int64_t chunk = blk % nch;
-  const int64_t rd = ((int64_t)(blk / nch) << rl) + sub;
-  const bool active = rd < P.batch * P.dim;  // the last block's spare sub-blocks only join the barriers
+  const uint32_t rd = ((blk / nch) << rl) + sub;  // < 8 * MAX_BLOCKS < 2^32
+  // the last block's spare sub-blocks only join the barriers
+  const bool active = !SHORT || (uint64_t)rd < (uint64_t)P.batch * P.dim;
   const int64_t d = active ? rd % dm : 0, b = active ? rd / dm : 0;
   const int f = P.flags;
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
@@ -119,4 +124,10 @@ CCV_DEV void fwd_cf_body(const ccv_params& P) {
   }
 }
 
+template <typename T, int W>
+CCV_DEV void fwd_cf_body(const ccv_params& P) { fwd_cf_rows<T, W, false>(P); }
+template <typename T, int W>
+CCV_DEV void fwd_cfs_body(const ccv_params& P) { fwd_cf_rows<T, W, true>(P); }
+
 CCV_INSTANTIATE_W(fwd_cf)
+CCV_INSTANTIATE_W(fwd_cfs)

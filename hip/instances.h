@@ -1,11 +1,11 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
-//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cl, bwd_cf, bwd_cl, update
+//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cl, update
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
-//   fwd_cf.hip: fwd_cf          fwd_cl.hip: fwd_cl
+//   fwd_cf.hip: fwd_cf, fwd_cfs fwd_cl.hip: fwd_cl
 //   bwd_cf.hip: bwd_cf          bwd_cl.hip: bwd_cl
 //   misc.hip:   update, fwd_states, bwd_states, bwd_reduce
 #pragma once
@@ -33,6 +33,7 @@
 
 // Block sizes (threads). kernels.rs uses the same numbers.
 #define CCV_NT_fwd_cf 128
+#define CCV_NT_fwd_cfs 128
 #define CCV_NT_fwd_cl 128
 #define CCV_NT_bwd_cf 128
 #define CCV_NT_bwd_cl 128
@@ -53,6 +54,15 @@
 #endif
 #ifndef CCV_LB_fwd_cf_bf16
 #define CCV_LB_fwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#endif
+#ifndef CCV_LB_fwd_cfs_f32
+#define CCV_LB_fwd_cfs_f32 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
+#endif
+#ifndef CCV_LB_fwd_cfs_f16
+#define CCV_LB_fwd_cfs_f16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
+#endif
+#ifndef CCV_LB_fwd_cfs_bf16
+#define CCV_LB_fwd_cfs_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
 #endif
 #ifndef CCV_LB_fwd_cl_f32
 #define CCV_LB_fwd_cl_f32 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)

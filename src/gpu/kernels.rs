@@ -169,7 +169,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cl", "bwd_cf", "bwd_cl", "update"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "update"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -393,12 +393,13 @@ fn main_params(p: &KParams, g: &MainGeom, vec: bool) -> KParams {
 }
 
 /// Channel-first forward on rows shorter than half a tile: log2 of the rows a block covers (its
-/// threads split into 2^r sub-blocks of one row each, at least 16 threads per row), else 0. Only
-/// when each row is one chunk (n_chunks = 1).
-pub fn short_rows_log2(seqlen: i64, g: &MainGeom, dt: DType) -> i32 {
+/// threads split into 2^r sub-blocks of one row each, at least 16 threads per row; kernel
+/// `ccv1d_fwd_cfs_*`), else 0. Only when each row is one chunk (n_chunks = 1) and the row index
+/// fits the kernel's 32 bits.
+pub fn short_rows_log2(rows: i64, seqlen: i64, g: &MainGeom, dt: DType) -> i32 {
     let tile = tile_tokens(Layout::ChannelFirst, dt);
     let mut r = 0;
-    while g.n_chunks == 1 && r < 3 && seqlen.max(1) * (2 << r) <= tile {
+    while g.n_chunks == 1 && rows < (1 << 31) && r < 3 && seqlen.max(1) * (2 << r) <= tile {
         r += 1;
     }
     r
@@ -425,11 +426,15 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
         let mut km = main_params(&k, &g, vec);
+        let mut family = layout.tag();
         if layout == Layout::ChannelFirst {
-            km.rows_log2 = short_rows_log2(inp.seqlen, &g, dt);
-            km.n_blocks = ceil_div(inp.batch * inp.dim, 1 << km.rows_log2) * g.n_chunks;
+            km.rows_log2 = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, dt);
+            if km.rows_log2 > 0 {
+                family = "cfs";
+                km.n_blocks = ceil_div(inp.batch * inp.dim, 1 << km.rows_log2) * g.n_chunks;
+            }
         }
-        v.push(launch(format!("ccv1d_fwd_{}_{}_w{}", layout.tag(), dt_name(dt), inp.width), km.n_blocks, NT, &km));
+        v.push(launch(format!("ccv1d_fwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
     }
     if p.final_states.is_some() {
         v.extend(states_launch(format!("ccv1d_fwd_states_{}", dt_name(dt)), &k));
@@ -668,7 +673,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CF_ITEMS"), CF_ITEMS);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_TT"), CL_TT);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
-        for fam in ["fwd_cf", "fwd_cl", "bwd_cf", "bwd_cl", "update", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "update", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -733,7 +738,8 @@ mod tests {
                 let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
                 let v = fwd_launches(&p, &h100()).unwrap();
                 assert_eq!(v.len(), 1);
-                assert_eq!(v[0].kernel, format!("ccv1d_fwd_cf_{}_w4", dt.name()));
+                let fam = if params_of(&v[0]).rows_log2 > 0 { "cfs" } else { "cf" };
+                assert_eq!(v[0].kernel, format!("ccv1d_fwd_{fam}_{}_w4", dt.name()));
                 check_grid(&v[0]);
                 let k = params_of(&v[0]);
                 let tile = tile_tokens(Layout::ChannelFirst, dt);
@@ -759,6 +765,7 @@ mod tests {
             let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
             let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
             assert_eq!((k.rows_log2, k.n_chunks, k.n_blocks), (rl, 1, blocks), "{dt:?} {b}x{d}x{l}");
+            assert_eq!(fwd_launches(&p, &h100()).unwrap()[0].kernel, format!("ccv1d_fwd_cfs_{}_w4", dt.name()));
         }
     }
 
@@ -802,7 +809,7 @@ mod tests {
         assert_ne!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
         let mut p = fwd_plan(inputs(DType::F32, 2, 16, 64, 4, [16 * 64 * 2, 64 * 2, 2])); // L-stride 2
         let l = &fwd_launches(&p, &h100()).unwrap()[0];
-        assert_eq!(l.kernel, "ccv1d_fwd_cf_f32_w4");
+        assert_eq!(l.kernel, "ccv1d_fwd_cfs_f32_w4", "L = 64: short rows");
         assert_eq!(params_of(l).flags & F_VEC, 0);
         p.inp.x.stride = [-16 * 64, 64, 1]; // negative strides are fine
         p.out.stride = [16 * 64, 64, 1];
@@ -823,7 +830,7 @@ mod tests {
 
         p.inp.seqlen = 10;
         let v = fwd_launches(&p, &h100()).unwrap();
-        assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_fwd_cf_f16_w4", "ccv1d_fwd_states_f16"]);
+        assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_fwd_cfs_f16_w4", "ccv1d_fwd_states_f16"]);
 
         p.inp.width = 1; // no state
         assert_eq!(fwd_launches(&p, &h100()).unwrap().len(), 1);
@@ -961,7 +968,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (5 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (6 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

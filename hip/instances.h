@@ -18,7 +18,7 @@
 
 // families templated on <T, W>: block size CCV_NT_<family>
 #define CCV_INST_W(FAM, DN, T, W)                                                              \
-  CCV_EXTERN_KERNEL void CCV_LB_##FAM##_##DN ccv1d_##FAM##_##DN##_w##W(CCV_GRID_CONST ccv_params P) { \
+  CCV_EXTERN_KERNEL void CCV_LB_##FAM##_##DN(W) ccv1d_##FAM##_##DN##_w##W(CCV_GRID_CONST ccv_params P) { \
     FAM##_body<T, W>(P);                                                                        \
   }
 #define CCV_INST_DT_W(FAM, DN, T) CCV_FOR_WIDTHS(CCV_INST_W, FAM, DN, T)
@@ -41,64 +41,66 @@
 #define CCV_NT_fwd_states 128
 #define CCV_NT_bwd_states 128
 #define CCV_NT_bwd_reduce 256
-// Launch bounds per family and x dtype. On NVIDIA a minimum of resident blocks caps registers
-// at 65536 / (128 * b): used where it was measured to help without spilling on sm_80 and sm_90
-// (fwd_cf: 8 blocks = 64 registers; bwd_cf and f32 bwd_cl: 4 blocks = 128; 16-bit bwd_cl: 5 =
-// 102), left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden with -D
-// (CAUSAL_CONV1D_NVCC_FLAGS) for tuning builds.
+// Launch bounds per family, x dtype and width W. On NVIDIA a minimum of resident blocks caps
+// registers at 65536 / (128 * b): used where it was measured to help on the H100 (fwd_cf: 12
+// blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
+// windows spill there, so 8 blocks = 64; bwd_cf and f32 bwd_cl: 4 = 128; 16-bit bwd_cl: 5 = 102),
+// left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
+// for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
+// -D values at commas).
 #ifndef CCV_LB_fwd_cf_f32
-#define CCV_LB_fwd_cf_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#define CCV_LB_fwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 8)
 #endif
 #ifndef CCV_LB_fwd_cf_f16
-#define CCV_LB_fwd_cf_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#define CCV_LB_fwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 8)
 #endif
 #ifndef CCV_LB_fwd_cf_bf16
-#define CCV_LB_fwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, 8)
+#define CCV_LB_fwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 8)
 #endif
 #ifndef CCV_LB_fwd_cfs_f32
-#define CCV_LB_fwd_cfs_f32 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
+#define CCV_LB_fwd_cfs_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
 #endif
 #ifndef CCV_LB_fwd_cfs_f16
-#define CCV_LB_fwd_cfs_f16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
+#define CCV_LB_fwd_cfs_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
 #endif
 #ifndef CCV_LB_fwd_cfs_bf16
-#define CCV_LB_fwd_cfs_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
+#define CCV_LB_fwd_cfs_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
 #endif
 #ifndef CCV_LB_fwd_cl_f32
-#define CCV_LB_fwd_cl_f32 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
 #endif
 #ifndef CCV_LB_fwd_cl_f16
-#define CCV_LB_fwd_cl_f16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
 #endif
 #ifndef CCV_LB_fwd_cl_bf16
-#define CCV_LB_fwd_cl_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
 #endif
 #ifndef CCV_LB_bwd_cf_f32
-#define CCV_LB_bwd_cf_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
 #endif
 #ifndef CCV_LB_bwd_cf_f16
-#define CCV_LB_bwd_cf_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
 #endif
 #ifndef CCV_LB_bwd_cf_bf16
-#define CCV_LB_bwd_cf_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
 #endif
 #ifndef CCV_LB_bwd_cl_f32
-#define CCV_LB_bwd_cl_f32 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
+#define CCV_LB_bwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
 #endif
 #ifndef CCV_LB_bwd_cl_f16
-#define CCV_LB_bwd_cl_f16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
+#define CCV_LB_bwd_cl_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
 #endif
 #ifndef CCV_LB_bwd_cl_bf16
-#define CCV_LB_bwd_cl_bf16 CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
+#define CCV_LB_bwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
 #endif
 #ifndef CCV_LB_update_f32
-#define CCV_LB_update_f32 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#define CCV_LB_update_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
 #endif
 #ifndef CCV_LB_update_f16
-#define CCV_LB_update_f16 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#define CCV_LB_update_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
 #endif
 #ifndef CCV_LB_update_bf16
-#define CCV_LB_update_bf16 CCV_LAUNCH_BOUNDS(CCV_NT_update)
+#define CCV_LB_update_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
 #endif
 
 // 16-byte loads a thread issues before storing them while staging a channel-last tile

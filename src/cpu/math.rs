@@ -59,6 +59,7 @@ pub fn dsilu(z: f32) -> f32 {
 }
 
 /// `o[i] = act(o[i])`.
+#[inline(always)]
 pub fn apply_act(act: Act, o: &mut [f32]) {
     if act == Act::Silu {
         for v in o.iter_mut() {
@@ -68,6 +69,7 @@ pub fn apply_act(act: Act, o: &mut [f32]) {
 }
 
 /// `g[i] *= act'(pre[i])` (nothing for the identity).
+#[inline(always)]
 pub fn mul_dact(act: Act, g: &mut [f32], pre: &[f32]) {
     if act == Act::Silu {
         let pre = &pre[..g.len()];

@@ -17,7 +17,7 @@ use super::conv::{row_stride,
 use super::elem::{load, store, store_zeros};
 use super::math::mul_dact;
 use super::pool::{self, zeroed};
-use super::simd::avx2_twin;
+use super::simd::isa_twins;
 use super::Cfg;
 use crate::error::Result;
 use crate::plan::{Act, BwdPlan};
@@ -95,7 +95,7 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
             }
         })
     };
-    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_bwd_pick(cfg.avx2, &cv, p, cfg, s, job)))?;
+    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_bwd_pick(cfg.isa, &cv, p, cfg, s, job)))?;
 
     // dweight[d,k] = Σ_groups part[g][d][k] in group order (fixed), likewise dbias.
     let groups = cv.num_groups();
@@ -117,7 +117,7 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
     Ok(())
 }
 
-avx2_twin!(job_bwd_pick, job_bwd_avx2, job_bwd, (cv: &Conv<'_>, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, job: Job<'_>) -> Result<()>);
+isa_twins!(job_bwd_pick, job_bwd, (cv: &Conv<'_>, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, job: Job<'_>) -> Result<()>);
 
 #[inline(always)]
 fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, job: Job) -> Result<()> {

@@ -6,7 +6,7 @@ use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, dispatch_width, 
 use super::elem::{load, store, store_streaming, store_zeros};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
-use super::simd::avx2_twin;
+use super::simd::isa_twins;
 use super::Cfg;
 use crate::error::Result;
 use crate::plan::{FwdPlan, View};
@@ -60,13 +60,13 @@ pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
             }
         })
     };
-    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_fwd_pick(cfg.avx2, &cv, p, cfg, put, s, &job)))
+    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_fwd_pick(cfg.isa, &cv, p, cfg, put, s, &job)))
 }
 
 /// How `out` is written: [`store`] or [`store_streaming`].
 type Put = fn(&View, i64, i64, &[f32]);
 
-avx2_twin!(job_fwd_pick, job_fwd_avx2, job_fwd, (cv: &Conv<'_>, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut Scratch, job: &Job<'_>) -> Result<()>);
+isa_twins!(job_fwd_pick, job_fwd, (cv: &Conv<'_>, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut Scratch, job: &Job<'_>) -> Result<()>);
 
 #[inline(always)]
 fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut Scratch, job: &Job) -> Result<()> {

@@ -1,48 +1,74 @@
 //! Run-time choice of the vector width for the hot loops.
 //!
 //! The library is built for baseline x86-64 (SSE2: 4 f32 lanes). The per-job functions of
-//! forward and backward are `#[inline(always)]` all the way down, and are instantiated a second
-//! time inside a `#[target_feature(enable = "avx2")]` wrapper, where the same auto-vectorised
-//! loops use 8 lanes. No FMA and no reassociation: the AVX2 build performs the same IEEE
-//! operations in the same order, so its results are bitwise those of the baseline build
-//! (tests/…/cpu::tests::avx2_matches_baseline checks it).
+//! forward and backward are `#[inline(always)]` all the way down, and are instantiated again
+//! inside `#[target_feature]` wrappers (AVX2: 8 lanes; AVX-512F: 16), where the same
+//! auto-vectorised loops use wider registers. No FMA and no reassociation: every build performs
+//! the same IEEE operations in the same order, so the results are bitwise those of the baseline
+//! build (cpu::tests::wide_isa_matches_baseline checks it).
 
-/// Whether this CPU runs the AVX2 instantiation: detected once; `CCV1D_CPU_AVX2=0` turns it off
-/// (to compare the two builds).
-pub fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static ON: OnceLock<bool> = OnceLock::new();
-        *ON.get_or_init(|| {
-            std::env::var("CCV1D_CPU_AVX2").map_or(true, |v| v.trim() != "0") && std::arch::is_x86_feature_detected!("avx2")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+/// Instruction sets the kernels are instantiated for, narrowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Isa {
+    Baseline,
+    Avx2,
+    Avx512,
 }
 
-/// Define `$avx2` as `$f` (an `#[inline(always)]` function generic over `const W`) compiled
-/// with AVX2, and `$pick` calling one or the other as `avx2` says.
-macro_rules! avx2_twin {
-    ($pick:ident, $avx2:ident, $f:ident, ($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty) => {
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        fn $avx2<const W: usize>($($arg: $ty),*) -> $ret {
-            $f::<W>($($arg),*)
-        }
+/// The widest instantiation this CPU runs: detected once; `CCV1D_CPU_ISA=baseline|avx2` caps
+/// it (to compare the builds).
+pub fn best() -> Isa {
+    use std::sync::OnceLock;
+    static BEST: OnceLock<Isa> = OnceLock::new();
+    *BEST.get_or_init(|| {
+        let cap = match std::env::var("CCV1D_CPU_ISA").as_deref().map(str::trim) {
+            Ok("baseline") => Isa::Baseline,
+            Ok("avx2") => Isa::Avx2,
+            _ => Isa::Avx512,
+        };
+        detected().min(cap)
+    })
+}
 
-        fn $pick<const W: usize>(avx2: bool, $($arg: $ty),*) -> $ret {
+fn detected() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Baseline
+}
+
+/// Define `$pick(isa, args…)` calling `$f::<W>(args…)` (an `#[inline(always)]` function
+/// generic over `const W`) compiled for `isa`, which must not exceed `best()`.
+macro_rules! isa_twins {
+    ($pick:ident, $f:ident, ($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty) => {
+        fn $pick<const W: usize>(isa: super::simd::Isa, $($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
-            if avx2 {
-                // SAFETY: `avx2` is true only when the CPU has AVX2 (simd::avx2()).
-                return unsafe { $avx2::<W>($($arg),*) };
+            {
+                #[target_feature(enable = "avx2")]
+                fn avx2<const W: usize>($($arg: $ty),*) -> $ret {
+                    $f::<W>($($arg),*)
+                }
+                #[target_feature(enable = "avx512f")]
+                fn avx512<const W: usize>($($arg: $ty),*) -> $ret {
+                    $f::<W>($($arg),*)
+                }
+                debug_assert!(isa <= super::simd::best());
+                match isa {
+                    // SAFETY: `isa` ≤ `simd::best()`, so the CPU has the feature.
+                    super::simd::Isa::Avx512 => return unsafe { avx512::<W>($($arg),*) },
+                    super::simd::Isa::Avx2 => return unsafe { avx2::<W>($($arg),*) },
+                    super::simd::Isa::Baseline => {}
+                }
             }
-            let _ = avx2;
+            let _ = isa;
             $f::<W>($($arg),*)
         }
     };
 }
-pub(crate) use avx2_twin;
+pub(crate) use isa_twins;

@@ -4,6 +4,7 @@
 
 use half::{bf16, f16};
 
+use super::simd::{self, Isa};
 use super::{bwd, fwd, update, Cfg};
 use crate::plan::*;
 
@@ -505,8 +506,9 @@ fn cfgs() -> Vec<Cfg> {
         Cfg::new(1),
         Cfg { threads: 2, chunk: 5, tile: 3, block: 5, ..Cfg::new(2) },
         Cfg { threads: 3, chunk: 8, tile: 1, block: 8, ..Cfg::new(3) },
-        // The other instantiation of the kernels (baseline when this CPU has AVX2).
-        Cfg { threads: 2, chunk: 7, tile: 5, block: 16, avx2: !Cfg::new(2).avx2 && super::simd::avx2() },
+        // The narrower instantiations of the kernels (when this CPU has wider ones).
+        Cfg { threads: 2, chunk: 7, tile: 5, block: 16, isa: Isa::Baseline },
+        Cfg { threads: 1, chunk: 9, tile: 2, block: 24, isa: Isa::Avx2.min(simd::best()) },
     ]
 }
 
@@ -927,12 +929,13 @@ fn dweight_deterministic_across_threads() {
     }
 }
 
-/// The AVX2 and baseline instantiations give bitwise the same out, dx, dweight, dbias and states
-/// (same operations in the same order), for every width, both layouts, SiLU, seq_idx and states.
+/// The wider instantiations (AVX2, AVX-512) give bitwise the same out, dx, dweight, dbias and
+/// states as the baseline one (same operations in the same order), for every width, both
+/// layouts, SiLU, seq_idx and states.
 #[test]
-fn avx2_matches_baseline() {
-    if !super::simd::avx2() {
-        let msg = "avx2_matches_baseline: this CPU has no AVX2 (or CCV1D_CPU_AVX2=0): nothing to compare";
+fn wide_isa_matches_baseline() {
+    if simd::best() == Isa::Baseline {
+        let msg = "wide_isa_matches_baseline: this CPU has no AVX2 (or CCV1D_CPU_ISA=baseline): nothing to compare";
         assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{msg}");
         eprintln!("SKIPPED {msg}");
         return;
@@ -954,8 +957,9 @@ fn avx2_matches_baseline() {
             let bt = build(&c, rng.next());
             let k = w - 1;
             let mut results = Vec::new();
-            for avx2 in [false, true] {
-                let cfg = Cfg { avx2, ..Cfg::new(2) };
+            let isas = [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| i <= simd::best());
+            for isa in isas {
+                let cfg = Cfg { isa, ..Cfg::new(2) };
                 let out = Tensor::new(c.dt, &[c.b, c.d, c.l], c.ol);
                 let fin = Tensor::new(c.dt, &[c.num_slots, c.d, k], c.sl);
                 let plan = FwdPlan { inp: inputs(&c, &bt), out: out.view(), final_states: Some(fin.view()) };
@@ -978,8 +982,10 @@ fn avx2_matches_baseline() {
                 bwd::run(&plan, &cfg).unwrap();
                 results.push([out.buf, fin.buf, dx.buf, dw.buf, db.buf, dinit.buf]);
             }
-            for (name, (a, b)) in ["out", "final_states", "dx", "dweight", "dbias", "dinitial_states"].iter().zip(results[0].iter().zip(&results[1])) {
-                assert!(a == b, "{name} differs between the AVX2 and baseline kernels (w {w} {lay:?} seq {seq})");
+            for (i, r) in results.iter().enumerate().skip(1) {
+                for (name, (a, b)) in ["out", "final_states", "dx", "dweight", "dbias", "dinitial_states"].iter().zip(results[0].iter().zip(r)) {
+                    assert!(a == b, "{name} differs between the baseline kernels and ISA #{i} (w {w} {lay:?} seq {seq})");
+                }
             }
         }
     }

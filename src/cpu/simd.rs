@@ -2,12 +2,14 @@
 //!
 //! The library is built for baseline x86-64 (SSE2: 4 f32 lanes). The per-job functions of
 //! forward and backward are `#[inline(always)]` all the way down, and are instantiated again
-//! inside `#[target_feature]` wrappers (AVX2: 8 lanes; AVX-512F: 16), where the same
-//! auto-vectorised loops use wider registers. No FMA and no reassociation: every build performs
-//! the same IEEE operations in the same order, so the results are bitwise those of the baseline
-//! build (cpu::tests::wide_isa_matches_baseline checks it).
+//! inside `#[target_feature]` wrappers (AVX2 + FMA: 8 lanes; AVX-512F + FMA: 16), where the same
+//! auto-vectorised loops use wider registers. No reassociation, and fused multiply-adds only
+//! where the source says `mul_add` (then a libm call in the baseline build, correctly rounded
+//! like the instruction): every build performs the same IEEE operations in the same order, so
+//! the results are bitwise those of the baseline build (cpu::tests::wide_isa_matches_baseline).
+//! The kernels of all three ops (forward, backward, update) go through these wrappers.
 
-/// Instruction sets the kernels are instantiated for, narrowest first.
+/// Instruction sets the kernels are instantiated for, narrowest first (the wide ones with FMA).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Isa {
     Baseline,
@@ -33,10 +35,11 @@ pub fn best() -> Isa {
 fn detected() -> Isa {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("fma") && has!("avx512f") {
             return Isa::Avx512;
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if has!("fma") && has!("avx2") {
             return Isa::Avx2;
         }
     }
@@ -50,11 +53,11 @@ macro_rules! isa_twins {
         fn $pick<const W: usize>(isa: super::simd::Isa, $($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx2")]
+                #[target_feature(enable = "avx2,fma")]
                 fn avx2<const W: usize>($($arg: $ty),*) -> $ret {
                     $f::<W>($($arg),*)
                 }
-                #[target_feature(enable = "avx512f")]
+                #[target_feature(enable = "avx512f,fma")]
                 fn avx512<const W: usize>($($arg: $ty),*) -> $ret {
                     $f::<W>($($arg),*)
                 }

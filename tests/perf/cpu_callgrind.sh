@@ -11,7 +11,7 @@ for only in cf cf-silu cl cl-silu; do
   for op in fwd bwd; do
     out=$tmp/$only-$op.cg
     CCV1D_NUM_THREADS=1 CCV1D_BENCH_SHAPE=$shape CCV1D_BENCH_ONLY=$only CCV1D_BENCH_OP=$op CCV1D_BENCH_REPS=1 \
-      valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect="*job_${op}_pick*" \
+      valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect="*job_${op}_pick" \
       "$bin" --exact cpu::tests::bench_throughput --ignored >/dev/null 2>&1
     ir=$(grep -m1 '^summary:' "$out" | awk '{print $2}')
     # bench calls the op twice (warm-up + 1 rep): report per call

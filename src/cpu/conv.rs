@@ -339,16 +339,19 @@ pub fn row_stride(nc: usize) -> usize {
 pub fn cl_tile<const W: usize, const REV: bool>(o: &mut [f32], init: &[f32], w: &[f32], src: &[f32], ncp: usize, bits: &[u8]) {
     let full = full_mask::<W>();
     let row = |i: usize, kk: usize| if REV { i + W - 1 - kk } else { i + kk };
-    let init = &init[..ncp];
-    let wv: [&[f32]; W] = std::array::from_fn(|kk| &w[kk * ncp..][..ncp]);
+    // Rows as 8-lane groups (ncp is a multiple of 8): no scalar remainder loop.
+    let init = groups(&init[..ncp]);
+    let wv: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&w[kk * ncp..][..ncp]));
     for (i, &bi) in bits.iter().enumerate() {
-        let o = &mut o[i * ncp..][..ncp];
-        let xs: [&[f32]; W] = std::array::from_fn(|kk| &src[row(i, kk) * ncp..][..ncp]);
+        let o = o[i * ncp..][..ncp].as_chunks_mut::<8>().0;
+        let xs: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&src[row(i, kk) * ncp..][..ncp]));
         if bi == full {
-            for c in 0..ncp {
+            for c in 0..o.len() {
                 let mut a = init[c];
                 for kk in 0..W {
-                    a += wv[kk][c] * xs[kk][c];
+                    for l in 0..8 {
+                        a[l] += wv[kk][c][l] * xs[kk][c][l];
+                    }
                 }
                 o[c] = a;
             }
@@ -357,13 +360,22 @@ pub fn cl_tile<const W: usize, const REV: bool>(o: &mut [f32], init: &[f32], w: 
             for kk in 0..W {
                 if (bi >> kk) & 1 != 0 {
                     let (wk, xk) = (wv[kk], xs[kk]);
-                    for c in 0..ncp {
-                        o[c] += wk[c] * xk[c];
+                    for c in 0..o.len() {
+                        for l in 0..8 {
+                            o[c][l] += wk[c][l] * xk[c][l];
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// `s` as 8-lane groups (its length is a multiple of 8).
+#[inline(always)]
+fn groups(s: &[f32]) -> &[[f32; 8]] {
+    debug_assert!(s.len() % 8 == 0);
+    s.as_chunks::<8>().0
 }
 
 /// dweight/dbias of a tile: for row `i` (g row `K + i`, x rows `i..=i+K`) in order,

@@ -17,6 +17,7 @@ use super::conv::{row_stride,
 use super::elem::{load, store, store_zeros};
 use super::math::mul_dact;
 use super::pool::{self, zeroed};
+use super::simd::isa_twins;
 use super::Cfg;
 use crate::error::Result;
 use crate::plan::{Act, BwdPlan};
@@ -94,7 +95,7 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
             }
         })
     };
-    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_bwd(&cv, p, cfg, s, job)))?;
+    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_bwd_pick(cfg.isa, &cv, p, cfg, s, job)))?;
 
     // dweight[d,k] = Σ_groups part[g][d][k] in group order (fixed), likewise dbias.
     let groups = cv.num_groups();
@@ -116,6 +117,9 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
     Ok(())
 }
 
+isa_twins!(job_bwd_pick, job_bwd, (cv: &Conv<'_>, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, job: Job<'_>) -> Result<()>);
+
+#[inline(always)]
 fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, job: Job) -> Result<()> {
     let nc = job.c1 - job.c0;
     let ncp = row_stride(nc);
@@ -175,6 +179,7 @@ fn dfinal_keeps(mask: Option<&[u8]>, k: usize, len: usize, j: usize) -> bool {
 }
 
 /// Channel-first: channel `d` of unit `u`. Adds its dweight/dbias to `part` (`[W+1]`).
+#[inline(always)]
 fn cf_row<const W: usize, const M: bool>(
     cv: &Conv,
     p: &BwdPlan,
@@ -286,6 +291,7 @@ fn cf_row<const W: usize, const M: bool>(
 /// Channel-last: channels `[c0, c0+nc)` of unit `u`, a tile of tokens at a time. `xe` holds K
 /// halo rows then the tile's x rows; `g` the K previous g rows then the tile's; rows `ncp`
 /// floats apart. Adds into the job's `s.dw` / `s.db`.
+#[inline(always)]
 fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s: &mut Scratch, u: &Unit, c0: usize, nc: usize) {
     let k = W - 1;
     let inp = cv.inp;

@@ -322,19 +322,14 @@ pub fn lanes_total(a: &[f32; 8]) -> f32 {
 // ---------------------------------------------------------------------------------------------
 // Channel-last inner loops: a tile of token rows × a block of channels, rows `ncp` floats apart
 // (`ncp` a multiple of 8; lanes past the block's channels are computed and never stored).
-// Each loop runs over 8-channel groups, keeping that group's weights and accumulators in
-// registers while it walks the tokens.
+// Each loop walks the tokens and, per token, runs over the whole row with every operand
+// re-sliced to `ncp` first, so the compiler drops the bounds checks and vectorises over the
+// channels (8 lanes in the AVX2 build). Per element the sums run over k (and tokens) in order.
 
 /// Row stride of a channel-last tile of `nc` channels: a multiple of 8, plus 8 so that rows of
-/// power-of-two blocks do not all fall into the same cache sets (the loops walk down columns).
+/// power-of-two blocks do not all fall into the same cache sets.
 pub fn row_stride(nc: usize) -> usize {
     nc.next_multiple_of(8) + 8
-}
-
-#[inline(always)]
-fn a8(s: &[f32]) -> [f32; 8] {
-    let s = &s[..8];
-    [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]
 }
 
 /// For each row `i < bits.len()`: `o[i] = init + Σ_k w[k] ⊙ src[r]`, with `r = i + k`
@@ -344,31 +339,43 @@ fn a8(s: &[f32]) -> [f32; 8] {
 pub fn cl_tile<const W: usize, const REV: bool>(o: &mut [f32], init: &[f32], w: &[f32], src: &[f32], ncp: usize, bits: &[u8]) {
     let full = full_mask::<W>();
     let row = |i: usize, kk: usize| if REV { i + W - 1 - kk } else { i + kk };
-    for cc in (0..ncp).step_by(8) {
-        let wv: [[f32; 8]; W] = std::array::from_fn(|kk| a8(&w[kk * ncp + cc..]));
-        let b = a8(&init[cc..]);
-        for (i, &bi) in bits.iter().enumerate() {
-            let mut a = b;
-            if bi == full {
+    // Rows as 8-lane groups (ncp is a multiple of 8): no scalar remainder loop.
+    let init = groups(&init[..ncp]);
+    let wv: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&w[kk * ncp..][..ncp]));
+    for (i, &bi) in bits.iter().enumerate() {
+        let o = o[i * ncp..][..ncp].as_chunks_mut::<8>().0;
+        let xs: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&src[row(i, kk) * ncp..][..ncp]));
+        if bi == full {
+            for c in 0..o.len() {
+                let mut a = init[c];
                 for kk in 0..W {
-                    let xr = a8(&src[row(i, kk) * ncp + cc..]);
                     for l in 0..8 {
-                        a[l] += wv[kk][l] * xr[l];
+                        a[l] += wv[kk][c][l] * xs[kk][c][l];
                     }
                 }
-            } else {
-                for kk in 0..W {
-                    if (bi >> kk) & 1 != 0 {
-                        let xr = a8(&src[row(i, kk) * ncp + cc..]);
+                o[c] = a;
+            }
+        } else {
+            o.copy_from_slice(init);
+            for kk in 0..W {
+                if (bi >> kk) & 1 != 0 {
+                    let (wk, xk) = (wv[kk], xs[kk]);
+                    for c in 0..o.len() {
                         for l in 0..8 {
-                            a[l] += wv[kk][l] * xr[l];
+                            o[c][l] += wk[c][l] * xk[c][l];
                         }
                     }
                 }
             }
-            o[i * ncp + cc..][..8].copy_from_slice(&a);
         }
     }
+}
+
+/// `s` as 8-lane groups (its length is a multiple of 8).
+#[inline(always)]
+fn groups(s: &[f32]) -> &[[f32; 8]] {
+    debug_assert!(s.len() % 8 == 0);
+    s.as_chunks::<8>().0
 }
 
 /// dweight/dbias of a tile: for row `i` (g row `K + i`, x rows `i..=i+K`) in order,
@@ -377,30 +384,24 @@ pub fn cl_tile<const W: usize, const REV: bool>(o: &mut [f32], init: &[f32], w: 
 pub fn cl_tile_dw<const W: usize>(dw: &mut [f32], db: &mut [f32], g: &[f32], x: &[f32], ncp: usize, bits: &[u8]) {
     let full = full_mask::<W>();
     let k = W - 1;
-    for cc in (0..ncp).step_by(8) {
-        let mut acc: [[f32; 8]; W] = std::array::from_fn(|kk| a8(&dw[kk * ncp + cc..]));
-        let mut bacc = a8(&db[cc..]);
-        for (i, &bi) in bits.iter().enumerate() {
-            if bi == 0 {
-                continue;
-            }
-            let gr = a8(&g[(k + i) * ncp + cc..]);
-            for kk in 0..W {
-                if bi == full || (bi >> kk) & 1 != 0 {
-                    let xr = a8(&x[(i + kk) * ncp + cc..]);
-                    for l in 0..8 {
-                        acc[kk][l] += gr[l] * xr[l];
-                    }
+    let db = &mut db[..ncp];
+    for (i, &bi) in bits.iter().enumerate() {
+        if bi == 0 {
+            continue;
+        }
+        let gr = &g[(k + i) * ncp..][..ncp];
+        for kk in 0..W {
+            if bi == full || (bi >> kk) & 1 != 0 {
+                let xr = &x[(i + kk) * ncp..][..ncp];
+                let d = &mut dw[kk * ncp..][..ncp];
+                for c in 0..ncp {
+                    d[c] += gr[c] * xr[c];
                 }
             }
-            for l in 0..8 {
-                bacc[l] += gr[l];
-            }
         }
-        for (kk, a) in acc.iter().enumerate() {
-            dw[kk * ncp + cc..][..8].copy_from_slice(a);
+        for c in 0..ncp {
+            db[c] += gr[c];
         }
-        db[cc..cc + 8].copy_from_slice(&bacc);
     }
 }
 

@@ -6,6 +6,7 @@ use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, dispatch_width, 
 use super::elem::{load, store, store_streaming, store_zeros};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
+use super::simd::isa_twins;
 use super::Cfg;
 use crate::error::Result;
 use crate::plan::{FwdPlan, View};
@@ -59,12 +60,15 @@ pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
             }
         })
     };
-    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_fwd(&cv, p, cfg, put, s, &job)))
+    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_fwd_pick(cfg.isa, &cv, p, cfg, put, s, &job)))
 }
 
 /// How `out` is written: [`store`] or [`store_streaming`].
 type Put = fn(&View, i64, i64, &[f32]);
 
+isa_twins!(job_fwd_pick, job_fwd, (cv: &Conv<'_>, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut Scratch, job: &Job<'_>) -> Result<()>);
+
+#[inline(always)]
 fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut Scratch, job: &Job) -> Result<()> {
     let nc = job.c1 - job.c0;
     if cv.cl {
@@ -104,6 +108,7 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
 
 /// Channel-first: channel `d` of unit `u`, chunk by chunk over a sliding f32 window.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn cf_row<const W: usize, const M: bool>(
     cv: &Conv,
     p: &FwdPlan,
@@ -160,6 +165,7 @@ fn cf_row<const W: usize, const M: bool>(
 /// Channel-last: channels `[c0, c0+nc)` of unit `u`, a tile of tokens at a time. `xe` holds K
 /// halo rows then the tile's token rows, `ncp` floats apart.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn cl_unit<const W: usize>(
     cv: &Conv,
     p: &FwdPlan,

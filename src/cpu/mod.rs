@@ -4,6 +4,7 @@
 //! Layout of this module:
 //! * `elem`   — strided loads/stores of the caller's tensors (f32/f16/bf16 ↔ f32 scratch);
 //! * `math`   — vectorisable exp / SiLU;
+//! * `simd`   — run-time choice of the kernels' vector width (AVX2, AVX-512);
 //! * `pool`   — thread count (`CCV1D_NUM_THREADS`), job runner, fallible scratch allocation;
 //! * `conv`   — what forward and backward share: sequences ("units"), weights in f32,
 //!   seq_idx masks, job split, and the width-monomorphised inner loops;
@@ -19,6 +20,7 @@ mod elem;
 mod fwd;
 mod math;
 mod pool;
+mod simd;
 mod update;
 
 #[cfg(test)]
@@ -38,11 +40,13 @@ pub(crate) struct Cfg {
     pub tile: usize,
     /// Channel-last: most channels per block.
     pub block: usize,
+    /// Which instantiation of the kernels runs (bitwise the same results; see `simd`).
+    pub isa: simd::Isa,
 }
 
 impl Cfg {
     pub fn new(threads: usize) -> Cfg {
-        Cfg { threads: threads.max(1), chunk: 2048, tile: 16, block: 2048 }
+        Cfg { threads: threads.max(1), chunk: 2048, tile: 16, block: 2048, isa: simd::best() }
     }
 }
 

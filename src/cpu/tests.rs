@@ -4,6 +4,7 @@
 
 use half::{bf16, f16};
 
+use super::simd::{self, Isa};
 use super::{bwd, fwd, update, Cfg};
 use crate::plan::*;
 
@@ -503,8 +504,11 @@ fn reference(c: &Case, bt: &Built) -> Ref {
 fn cfgs() -> Vec<Cfg> {
     vec![
         Cfg::new(1),
-        Cfg { threads: 2, chunk: 5, tile: 3, block: 5 },
-        Cfg { threads: 3, chunk: 8, tile: 1, block: 8 },
+        Cfg { threads: 2, chunk: 5, tile: 3, block: 5, ..Cfg::new(2) },
+        Cfg { threads: 3, chunk: 8, tile: 1, block: 8, ..Cfg::new(3) },
+        // The narrower instantiations of the kernels (when this CPU has wider ones).
+        Cfg { threads: 2, chunk: 7, tile: 5, block: 16, isa: Isa::Baseline },
+        Cfg { threads: 1, chunk: 9, tile: 2, block: 24, isa: Isa::Avx2.min(simd::best()) },
     ]
 }
 
@@ -921,6 +925,68 @@ fn dweight_deterministic_across_threads() {
             assert!(r.0 == results[0].0, "dweight differs across thread counts ({lay:?} seq {seq})");
             assert!(r.1 == results[0].1, "dbias differs across thread counts ({lay:?} seq {seq})");
             assert!(r.2 == results[0].2, "dx differs across thread counts ({lay:?} seq {seq})");
+        }
+    }
+}
+
+/// The wider instantiations (AVX2, AVX-512) give bitwise the same out, dx, dweight, dbias and
+/// states as the baseline one (same operations in the same order), for every width, both
+/// layouts, SiLU, seq_idx and states.
+#[test]
+fn wide_isa_matches_baseline() {
+    if simd::best() == Isa::Baseline {
+        let msg = "wide_isa_matches_baseline: this CPU has no AVX2 (or CCV1D_CPU_ISA=baseline): nothing to compare";
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{msg}");
+        eprintln!("SKIPPED {msg}");
+        return;
+    }
+    let mut rng = Rng(21);
+    for w in 1..=8 {
+        for (lay, seq) in [(CF, false), (CL, false), (CF, true), (CL, true), (CL_STEP2, false)] {
+            let mut c = Case::new(2, 37, 150, w, DType::F32);
+            c.xl = lay;
+            c.ol = lay;
+            c.act = Act::Silu;
+            c.init = true;
+            c.fin = true;
+            c.dfin = true;
+            c.dinit = true;
+            if seq {
+                c.seq = Some((0..c.b).flat_map(|_| random_seq(&mut rng, c.l)).collect());
+            }
+            let bt = build(&c, rng.next());
+            let k = w - 1;
+            let mut results = Vec::new();
+            let isas = [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| i <= simd::best());
+            for isa in isas {
+                let cfg = Cfg { isa, ..Cfg::new(2) };
+                let out = Tensor::new(c.dt, &[c.b, c.d, c.l], c.ol);
+                let fin = Tensor::new(c.dt, &[c.num_slots, c.d, k], c.sl);
+                let plan = FwdPlan { inp: inputs(&c, &bt), out: out.view(), final_states: Some(fin.view()) };
+                fwd::run(&plan, &cfg).unwrap();
+                let dx = Tensor::new(c.dt, &[c.b, c.d, c.l], c.ol);
+                let dw = Tensor::new(DType::F32, &[c.d, c.w], CF);
+                let db = Tensor::new(DType::F32, &[c.d], CF);
+                let dinit = Tensor::new(c.dt, &[c.num_slots, c.d, k], c.sl);
+                let plan = BwdPlan {
+                    inp: inputs(&c, &bt),
+                    dout: bt.dout.view(),
+                    dfinal_states: bt.dfin.as_ref().map(|t| t.view()),
+                    dx: dx.view(),
+                    dweight: dw.view(),
+                    dbias: Some(db.view()),
+                    dinitial_states: Some(dinit.view()),
+                    workspace: None,
+                    deterministic: true,
+                };
+                bwd::run(&plan, &cfg).unwrap();
+                results.push([out.buf, fin.buf, dx.buf, dw.buf, db.buf, dinit.buf]);
+            }
+            for (i, r) in results.iter().enumerate().skip(1) {
+                for (name, (a, b)) in ["out", "final_states", "dx", "dweight", "dbias", "dinitial_states"].iter().zip(results[0].iter().zip(r)) {
+                    assert!(a == b, "{name} differs between the baseline kernels and ISA #{i} (w {w} {lay:?} seq {seq})");
+                }
+            }
         }
     }
 }

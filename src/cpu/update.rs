@@ -10,6 +10,7 @@ use super::conv::{cf_conv, dispatch_width};
 use super::elem::{idx1, load, store, store_zeros};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
+use super::simd::isa_twins;
 use super::Cfg;
 use crate::error::Result;
 use crate::plan::UpdatePlan;
@@ -62,9 +63,12 @@ pub fn run(p: &UpdatePlan, cfg: &Cfg) -> Result<()> {
         })
     };
     let (wf, bf) = (&wf, &bf);
-    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_update(p, wf, bf, s, &job)))
+    pool::run(jobs, cfg.threads, scratch, |s, job| dispatch_width!(w, job_update_pick(cfg.isa, p, wf, bf, s, &job)))
 }
 
+isa_twins!(job_update_pick, job_update, (p: &UpdatePlan, wf: &[f32], bf: &[f32], s: &mut Scratch, job: &Job) -> Result<()>);
+
+#[inline(always)]
 fn job_update<const W: usize>(p: &UpdatePlan, wf: &[f32], bf: &[f32], s: &mut Scratch, job: &Job) -> Result<()> {
     let k = W - 1;
     let (s_len, sl) = (p.seqlen as usize, p.state_len as usize);

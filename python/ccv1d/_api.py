@@ -137,7 +137,7 @@ def causal_conv1d_varlen_fn(x, weight, bias=None, cu_seqlens=None, conv_states=N
        returned as a new (num_slots, dim, width - 1) tensor, zero in slots no sequence wrote
        (num_slots = initial_states.shape[0], else num_seqs).
     activation: None, "silu" or "swish".
-    Returns out shaped like x (a new tensor: unlike vLLM, x is not overwritten), or
+    Returns out shaped like x (a new tensor; x is never overwritten, as some older vLLM versions did), or
     (out, final_states) with return_final_states.
     torch: differentiable in x, weight, bias, initial_states without conv_states; with
     conv_states it is an in-place custom op (torch.compile-able, no autograd).

@@ -14,13 +14,14 @@ use super::conv::{row_stride,
     add, cf_conv, cf_conv_masked, cf_dx, cl_tile, cl_tile_dw, dispatch_width, full_mask, lanes_dot, lanes_sum,
     lanes_total, zero_invalid, Conv, Job, Unit,
 };
-use super::elem::{load, store, store_zeros};
+use super::elem::{load, store, store_streaming, store_zeros};
+use super::fwd::STREAM_OUT_BYTES;
 use super::math::mul_dact;
 use super::pool::{self, zeroed};
 use super::simd::isa_twins;
 use super::Cfg;
 use crate::error::Result;
-use crate::plan::{Act, BwdPlan};
+use crate::plan::{Act, BwdPlan, View};
 
 struct Scratch {
     /// Input window: K halo values / rows, then the chunk (channel-first) or tile (channel-last).
@@ -45,6 +46,9 @@ struct Scratch {
     dbits: Vec<u8>,
     ids: Vec<i32>,
     mask: Vec<u8>,
+    /// How dx is written: [`store`], or [`store_streaming`] when dx is far larger than the
+    /// caches (plain stores would first read every dx line: a fourth memory stream).
+    put_dx: fn(&View, i64, i64, &[f32]),
 }
 
 pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
@@ -53,6 +57,8 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
     let mut parts = zeroed::<f32>(cv.num_groups() * dim * (w + 1), "dweight partials")?;
     let jobs = cv.jobs(cfg, &mut parts);
     let cmax = jobs.iter().map(|j| j.c1 - j.c0).max().unwrap_or(0);
+    let dx_bytes = p.inp.batch * p.inp.dim * p.inp.seqlen * p.dx.dtype.size() as i64;
+    let put_dx: fn(&View, i64, i64, &[f32]) = if dx_bytes >= STREAM_OUT_BYTES { store_streaming } else { store };
     let scratch = || -> Result<Scratch> {
         Ok(if cv.cl {
             let ncp = row_stride(cmax);
@@ -73,6 +79,7 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
                 dbits: zeroed(rows, "bwd masks")?,
                 ids: Vec::new(),
                 mask: Vec::new(),
+                put_dx,
             }
         } else {
             let n = cfg.chunk.max(k);
@@ -92,6 +99,7 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
                 dbits: Vec::new(),
                 ids: Vec::new(),
                 mask: Vec::new(),
+                put_dx,
             }
         })
     };
@@ -195,6 +203,7 @@ fn cf_row<const W: usize, const M: bool>(
     let w: [f32; W] = from_fn(|kk| cv.wf[d * W + kk]);
     let bias = cv.bf[d];
     let mask: &[u8] = if M { &s.mask } else { &[] };
+    let put_dx = s.put_dx;
     let (xe, g, pre, dxb) = (&mut s.xe, &mut s.g, &mut s.pre, &mut s.dx);
     let init = if u.has_init { inp.initial_states.as_ref() } else { None };
     match init {
@@ -220,7 +229,7 @@ fn cf_row<const W: usize, const M: bool>(
         }
         if neg < v.len() {
             let p1 = p0 + neg as i64;
-            store(dxv, db + p1 * dxv.stride[2], dxv.stride[2], &v[neg..]);
+            put_dx(dxv, db + p1 * dxv.stride[2], dxv.stride[2], &v[neg..]);
         }
     };
 
@@ -299,6 +308,7 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
     let ncp = row_stride(nc);
     let full = full_mask::<W>();
     let mask: &[u8] = if M { &s.mask } else { &[] };
+    let put_dx = s.put_dx;
     let Scratch { xe, g, pre, dx, dinit, tmp, zeros, wt, bias, dw, db, bits, dbits, .. } = s;
     let row = |i: usize| i * ncp..i * ncp + nc;
     let init = if u.has_init { inp.initial_states.as_ref() } else { None };
@@ -326,7 +336,7 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
         if pos < 0 {
             dinit[row((pos + k as i64) as usize)].copy_from_slice(v);
         } else {
-            store(dxv, ob + pos * dxv.stride[2], dxv.stride[1], v);
+            put_dx(dxv, ob + pos * dxv.stride[2], dxv.stride[1], v);
         }
     };
     // Which terms of dx at position pos count: term k uses token q = pos+K-k, mask m[K + q].

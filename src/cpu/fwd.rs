@@ -27,7 +27,7 @@ struct Scratch {
 
 /// Outputs at least this large are written with streaming stores: they cannot stay in any
 /// cache anyway, and plain stores would first read every output line from memory.
-const STREAM_OUT_BYTES: i64 = 64 << 20;
+pub(super) const STREAM_OUT_BYTES: i64 = 64 << 20;
 
 pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
     let cv = Conv::new(&p.inp)?;

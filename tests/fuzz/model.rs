@@ -134,75 +134,73 @@ fn conv_scalars(backend: i32, act: i32, b: i64, d: i64, l: i64, w: i64, slots: i
         || [b, d, l].iter().try_fold(1i64, |a, &v| a.checked_mul(v)).is_none()
 }
 
+/// What forward and backward share (the same field names in both structs): the scalar rules,
+/// the input declarations in order, and the work estimate.
+struct Conv {
+    bad: bool,
+    decls: Vec<Decl>,
+    x: [i64; 3],
+    st: [i64; 3],
+    work: i128,
+}
+
+macro_rules! conv_common {
+    ($p:expr, $ty:ty) => {{
+        let p = $p;
+        let (b, d, l, w) = (p.batch, p.dim, p.seqlen, p.width);
+        let packed = !p.cu_seqlens.data.is_null();
+        let n = if packed { p.num_seqs } else { b };
+        let slots = if p.num_state_slots == 0 { n } else { p.num_state_slots };
+        let x = [b, d, l];
+        let st = [slots, d, w - 1];
+        let mut bad = p.struct_size as usize != std::mem::size_of::<$ty>()
+            || conv_scalars(p.backend, p.activation, b, d, l, w, p.num_state_slots)
+            || p.x.data.is_null()
+            || p.weight.data.is_null();
+        bad |= packed && (b != 1 || n < 0 || !p.seq_idx.data.is_null());
+        bad |= p.state_indices.data.is_null() && slots < n;
+        use Kind::*;
+        use Role::*;
+        let decls = vec![
+            Decl::new("x", p.x, &x, In, Float),
+            Decl::new("weight", p.weight, &[d, w], In, Float),
+            Decl::new("bias", p.bias, &[d], In, Float),
+            Decl::new("seq_idx", p.seq_idx, &[b, l], In, Int32),
+            Decl::new("cu_seqlens", p.cu_seqlens, &[n.saturating_add(1)], HostIndex, Int32),
+            Decl::new("state_indices", p.state_indices, &[n], HostIndex, Int32),
+            Decl::new("has_initial_state", p.has_initial_state, &[n], In, Int32OrBool),
+            Decl::new("initial_states", p.initial_states, &st, In, LikeX),
+        ];
+        let work = [b, d, l.max(1)].iter().map(|&v| v.max(0) as i128).product::<i128>() + n.max(0) as i128 + slots.max(0) as i128;
+        Conv { bad, decls, x, st, work }
+    }};
+}
+
 pub fn fwd(p: &ccv1d_fwd_params) -> Described {
-    let (b, d, l, w) = (p.batch, p.dim, p.seqlen, p.width);
-    let packed = !p.cu_seqlens.data.is_null();
-    let n = if packed { p.num_seqs } else { b };
-    let slots = if p.num_state_slots == 0 { n } else { p.num_state_slots };
-    let x = [b, d, l];
-    let st = [slots, d, w - 1];
-    let mut bad = p.struct_size as usize != std::mem::size_of::<ccv1d_fwd_params>()
-        || conv_scalars(p.backend, p.activation, b, d, l, w, p.num_state_slots)
-        || p.x.data.is_null()
-        || p.weight.data.is_null()
-        || p.out.data.is_null();
-    bad |= packed && (b != 1 || n < 0 || !p.seq_idx.data.is_null());
-    bad |= p.state_indices.data.is_null() && slots < n;
+    let Conv { mut bad, mut decls, x, st, work } = conv_common!(p, ccv1d_fwd_params);
+    bad |= p.out.data.is_null();
     use Kind::*;
     use Role::*;
-    let decls = vec![
-        Decl::new("x", p.x, &x, In, Float),
-        Decl::new("weight", p.weight, &[d, w], In, Float),
-        Decl::new("bias", p.bias, &[d], In, Float),
-        Decl::new("seq_idx", p.seq_idx, &[b, l], In, Int32),
-        Decl::new("cu_seqlens", p.cu_seqlens, &[n.saturating_add(1)], HostIndex, Int32),
-        Decl::new("state_indices", p.state_indices, &[n], HostIndex, Int32),
-        Decl::new("has_initial_state", p.has_initial_state, &[n], In, Int32OrBool),
-        Decl::new("initial_states", p.initial_states, &st, In, LikeX),
-        Decl::new("out", p.out, &x, Out, LikeX),
-        Decl::new("final_states", p.final_states, &st, Out, LikeX),
-    ];
-    let work = [b, d, l.max(1)].iter().map(|&v| v.max(0) as i128).product::<i128>() + n.max(0) as i128 + slots.max(0) as i128;
+    decls.extend([Decl::new("out", p.out, &x, Out, LikeX), Decl::new("final_states", p.final_states, &st, Out, LikeX)]);
     Described { decls, scalar_invalid: bad, work }
 }
 
 pub fn bwd(p: &ccv1d_bwd_params) -> Described {
-    let (b, d, l, w) = (p.batch, p.dim, p.seqlen, p.width);
-    let packed = !p.cu_seqlens.data.is_null();
-    let n = if packed { p.num_seqs } else { b };
-    let slots = if p.num_state_slots == 0 { n } else { p.num_state_slots };
-    let x = [b, d, l];
-    let st = [slots, d, w - 1];
-    let mut bad = p.struct_size as usize != std::mem::size_of::<ccv1d_bwd_params>()
-        || conv_scalars(p.backend, p.activation, b, d, l, w, p.num_state_slots)
-        || p.x.data.is_null()
-        || p.weight.data.is_null()
-        || p.dout.data.is_null()
-        || p.dx.data.is_null()
-        || p.dweight.data.is_null();
-    bad |= packed && (b != 1 || n < 0 || !p.seq_idx.data.is_null());
-    bad |= p.state_indices.data.is_null() && slots < n;
+    let Conv { mut bad, mut decls, x, st, work } = conv_common!(p, ccv1d_bwd_params);
+    let (d, w) = (p.dim, p.width);
+    bad |= p.dout.data.is_null() || p.dx.data.is_null() || p.dweight.data.is_null();
     bad |= !p.dbias.data.is_null() && p.bias.data.is_null();
     bad |= !p.dinitial_states.data.is_null() && p.initial_states.data.is_null();
     use Kind::*;
     use Role::*;
-    let decls = vec![
-        Decl::new("x", p.x, &x, In, Float),
-        Decl::new("weight", p.weight, &[d, w], In, Float),
-        Decl::new("bias", p.bias, &[d], In, Float),
-        Decl::new("seq_idx", p.seq_idx, &[b, l], In, Int32),
-        Decl::new("cu_seqlens", p.cu_seqlens, &[n.saturating_add(1)], HostIndex, Int32),
-        Decl::new("state_indices", p.state_indices, &[n], HostIndex, Int32),
-        Decl::new("has_initial_state", p.has_initial_state, &[n], In, Int32OrBool),
-        Decl::new("initial_states", p.initial_states, &st, In, LikeX),
+    decls.extend([
         Decl::new("dout", p.dout, &x, In, LikeX),
         Decl::new("dfinal_states", p.dfinal_states, &st, In, LikeX),
         Decl::new("dx", p.dx, &x, Out, LikeX),
         Decl::new("dweight", p.dweight, &[d, w], Out, Float),
         Decl::new("dbias", p.dbias, &[d], Out, Float),
         Decl::new("dinitial_states", p.dinitial_states, &st, Out, LikeX),
-    ];
-    let work = [b, d, l.max(1)].iter().map(|&v| v.max(0) as i128).product::<i128>() + n.max(0) as i128 + slots.max(0) as i128;
+    ]);
     Described { decls, scalar_invalid: bad, work }
 }
 

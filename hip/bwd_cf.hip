@@ -50,28 +50,31 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(L, cbeg + P.chunk);
   for (int64_t t0 = cbeg; t0 < cend; t0 += TILE) {
-    // ---- 1. loads
+    // ---- 1. loads: x to shared memory in fp32; dout stays raw in registers until step 2 (steps
+    // 2 and 3 read x and g back from shared memory: fewer live registers, more blocks per SM)
+    ccv_vec16 raw[2][IT];
+    {
+      const void* const src[2] = {P.x, P.dout};
+      const int64_t rows[2] = {xrow, yrow}, strides[2] = {xs, ys};
+      ld_items_raw<T, IT, 2>(src, rows, strides, t0, tid, NT, L, vec, raw);
+    }
+    // halos after the tile's loads: their stores wait for their loads, the tile's should not
     if (tid < 2 * KP) {
       const int64_t p = tid < KP ? t0 - KP + tid : t0 + TILE + (tid - KP);
       const int idx = tid < KP ? tid : KP + TILE + (tid - KP);
       xb[idx] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : (p < 0 ? row_halo<T>(P, rc, d, p, K) : 0.f);
     }
-    float xv[IT][V], gv[IT][V];
+    // dout of the right halo, loaded with the tile into its g slot (loaded after the barrier it
+    // put a second memory round trip into every tile)
+    if (tid < K && rc.simple && row_ok) {
+      const int64_t q = t0 + TILE + tid;
+      gb[TILE + tid] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
+    }
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * NT + tid, tv = t0 + v * V;
-      if (vec && tv + V <= L) {
-        ldv<T>(P.x, xrow + tv, xv[j]);
-        ldv<T>(P.dout, yrow + tv, gv[j]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          xv[j][e] = tv + e < L ? ldf<T>(P.x, xrow + (tv + e) * xs) : 0.f;
-          gv[j][e] = tv + e < L ? ldf<T>(P.dout, yrow + (tv + e) * ys) : 0.f;
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < V; e += 4) xb4[(KP + v * V + e) / 4] = make_float4(xv[j][e], xv[j][e + 1], xv[j][e + 2], xv[j][e + 3]);
+      float xv[V];
+      Tr<T>::unpack(raw[0][j], xv);
+      st_sm4<V>(xb4, KP + (j * NT + tid) * V, xv);
     }
     __syncthreads();
 
@@ -80,12 +83,10 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
       const int64_t v = j * NT + tid, tv = t0 + v * V;
-      bool plain;
-      if (tv >= L) {
-        plain = true;  // all-zero vector (dout loaded as 0, nothing stored)
-#pragma unroll
-        for (int e = 0; e < V; ++e) gv[j][e] = 0.f;
-      } else {
+      float gv[V];
+      Tr<T>::unpack(raw[1][j], gv);  // 0 past L
+      bool plain = true;
+      if (tv < L) {
         if (packed) {
           Seg g = seg_of(P, b, tv);
           plain = g.valid && tv - K >= g.s && tv + V + K <= g.e;
@@ -98,33 +99,27 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
               if (seqid(P, b, tv - K + m) != id0) plain = false;
           }
         }
-        if (plain) {
-          if (silu) {
-            float win[HV + V];
+        if (plain && silu) {
+          float win[HV + V];
 #pragma unroll
-            for (int m = 0; m < HV; m += 4) {
-              float4 q = xb4[(KP + v * V - HV + m) / 4];
-              win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
-            }
-#pragma unroll
-            for (int e = 0; e < V; ++e) win[HV + e] = xv[j][e];
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-              float z = bias;
-#pragma unroll
-              for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
-              gv[j][e] = act_grad(z, gv[j][e], true);
-            }
+          for (int m = 0; m < HV + V; m += 4) {
+            float4 q = xb4[(KP + v * V - HV + m) / 4];
+            win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
           }
-        } else {
-          slow |= 1u << j;
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            float z = bias;
+#pragma unroll
+            for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
+            gv[e] = act_grad(z, gv[e], true);
+          }
         }
       }
-    }
-#pragma unroll
-    for (int j = 0; j < IT; ++j) {
-      if (slow & (1u << j)) continue;
-      st_sm4<V>(gb4, (j * NT + tid) * V, gv[j]);
+      if (plain) {
+        st_sm4<V>(gb4, v * V, gv);
+      } else {
+        slow |= 1u << j;
+      }
     }
     if (slow) {  // generic path, straight into shared memory (one call site: small code)
 #pragma unroll 1
@@ -141,11 +136,10 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
       if (q < L) {
         if (rc.simple) {
           if (row_ok) {
-            const float dy = ldf<T>(P.dout, yrow + q * ys);
             float z = bias;
 #pragma unroll
             for (int k = 0; k < W; ++k) z += w[k] * xb[KP + TILE + tid - K + k];
-            gq = act_grad(z, dy, silu);
+            gq = act_grad(z, gb[TILE + tid], silu);
           }
         } else {
           gq = grad_generic<T, W>(P, b, d, q, wa, bias);
@@ -185,17 +179,15 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
           if (tv + e < L) stf<T>(P.dx, drow + (tv + e) * ds, o[e]);
       }
 #pragma unroll
-      for (int m = 0; m < HV; m += 4) {
+      for (int m = 0; m < HV + V; m += 4) {
         float4 q = xb4[(KP + v * V - HV + m) / 4];
         win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
       }
 #pragma unroll
-      for (int e = 0; e < V; ++e) win[HV + e] = xv[j][e];
+      for (int e = 0; e < V; ++e) {  // gw[e] = g of the vector's own token e
+        db += gw[e];
 #pragma unroll
-      for (int e = 0; e < V; ++e) {
-        db += gv[j][e];
-#pragma unroll
-        for (int k = 0; k < W; ++k) dw[k] += gv[j][e] * win[HV - K + e + k];
+        for (int k = 0; k < W; ++k) dw[k] += gw[e] * win[HV - K + e + k];
       }
     }
     if (slow) {

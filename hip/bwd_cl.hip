@@ -197,3 +197,143 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
 }
 
 CCV_INSTANTIATE_W(bwd_cl)
+
+// ---------------------------------------------------------------------------------------------
+// bwd_cls: the channel-last backward of simple rows (no seq_idx / cu_seqlens) on the vector path
+// (dim % 4 == 0), streamed through registers like fwd_cl: block = (b, chunk, tile of CL_CC
+// channels) sized by kernels.rs's fwd_cl_geometry; thread = (4 channels, lane), lane i owns the
+// tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over [s0, s1 + K) with x(q-K..q) and
+// g(q-K..q) windows in registers (x from s0 - K: initial state or 0 before the row start):
+//   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
+//   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0.
+// Loads run U tokens ahead (x and dout). The 8 lanes' partials of a channel are added in a fixed
+// order and written to ws[(b*n_chunks + chunk), c, 0..W] like bwd_cl's.
+template <typename T, int W>
+CCV_DEV void bwd_cls_body(const ccv_params& P) {
+  constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, CV = 4, G = CC / CV, LANES = NT / G;
+  constexpr int U = CCV_CL_AHEAD_bwd;
+  static_assert(NT % G == 0, "tile shape");
+  typedef Q4<T> Q;
+  __shared__ float red[LANES * CC * (W + 1)];
+
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nct = (uint32_t)P.n_ctiles, nch = (uint32_t)P.n_chunks;
+  const int64_t ct = blk % nct;
+  const uint32_t r0 = blk / nct;
+  const int64_t chunk = r0 % nch, b = r0 / nch;
+  const bool silu = P.flags & CCV_F_SILU, dfin = P.flags & CCV_F_DFINAL;
+  const int64_t L = P.seqlen, D = P.dim;
+  const int tid = threadIdx.x, grp = tid % G, lane = tid / G;
+  const int64_t c0 = ct * CC, c = c0 + grp * CV;
+  const int64_t seglen = P.chunk / LANES;
+  const int64_t s0 = chunk * P.chunk + lane * seglen, s1 = min(L, s0 + seglen);
+  const bool active = c < D && s0 < s1;  // every thread stays for the reduction's barrier
+
+  float dw[CV][W + 1];
+#pragma unroll
+  for (int ch = 0; ch < CV; ++ch)
+#pragma unroll
+    for (int k = 0; k <= W; ++k) dw[ch][k] = 0.f;
+
+  if (active) {
+    float w[CV][W], bias[CV];
+#pragma unroll
+    for (int ch = 0; ch < CV; ++ch) load_weights<W>(P, c + ch, w[ch], bias[ch]);
+    const RowCtx rc = row_ctx(P, b);
+    const bool live = rc.g.valid;  // a skipped row: g = 0, dx = 0, no partials
+    const T* xp = (const T*)P.x + b * P.x_s[0] + c;
+    const T* yp = (const T*)P.dout + b * P.dout_s[0] + c;
+    T* dp = (T*)P.dx + b * P.dx_s[0] + c;
+    const int64_t xt = P.x_s[2], yt = P.dout_s[2], dt = P.dx_s[2];
+
+    float xw[W][CV], gw[W][CV];
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) gw[k][ch] = 0.f;
+#pragma unroll
+    for (int k = 1; k <= K; ++k) {
+      const int64_t p = s0 - K - 1 + k;
+      if (p >= 0) {
+        Q::unpack(Q::ld(xp + p * xt), xw[k]);
+      } else {
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch) xw[k][ch] = row_halo<T>(P, rc, c + ch, p, K);
+      }
+    }
+    const int64_t qend = s1 + K, qload = min(L, qend);
+    for (int64_t q0 = s0; q0 < qend; q0 += U) {
+      typename Q::raw rx[U], ry[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {  // every load of the step before the first use
+        const int64_t q = q0 + u;
+        rx[u] = q < qload ? Q::ld(xp + q * xt) : Q::zero();
+        ry[u] = q < qload ? Q::ld(yp + q * yt) : Q::zero();
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t q = q0 + u;
+        if (q >= qend) break;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+          for (int ch = 0; ch < CV; ++ch) {
+            xw[k][ch] = xw[k + 1][ch];
+            gw[k][ch] = gw[k + 1][ch];
+          }
+        Q::unpack(rx[u], xw[K]);
+        float dy[CV];
+        Q::unpack(ry[u], dy);
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch) {
+          float z = bias[ch];
+#pragma unroll
+          for (int k = 0; k < W; ++k) z += w[ch][k] * xw[k][ch];
+          gw[K][ch] = live ? act_grad(z, dy[ch], silu) : 0.f;  // 0 past L (dout loaded as 0)
+        }
+        if (q < s1) {
+#pragma unroll
+          for (int ch = 0; ch < CV; ++ch) {
+#pragma unroll
+            for (int k = 0; k < W; ++k) dw[ch][k] += gw[K][ch] * xw[k][ch];
+            dw[ch][W] += gw[K][ch];
+          }
+        }
+        const int64_t p = q - K;
+        if (p >= s0) {
+          float o[CV];
+#pragma unroll
+          for (int ch = 0; ch < CV; ++ch) {
+            float acc = 0.f;
+#pragma unroll
+            for (int k = 0; k < W; ++k) acc += w[ch][k] * gw[K - k][ch];
+            o[ch] = acc;
+          }
+          if (dfin && live && p >= L - K) {
+#pragma unroll
+            for (int ch = 0; ch < CV; ++ch) o[ch] += row_dfinal<T>(P, rc, c + ch, p, K);
+          }
+          Q::st(dp + p * dt, Q::pack(o));
+        }
+      }
+    }
+  }
+
+  // ---- partials: the lanes of a channel are added in lane order
+#pragma unroll
+  for (int ch = 0; ch < CV; ++ch)
+#pragma unroll
+    for (int k = 0; k <= W; ++k) red[(lane * CC + grp * CV + ch) * (W + 1) + k] = dw[ch][k];
+  __syncthreads();
+  float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * D + c0) * (W + 1);
+  for (int i = tid; i < CC * (W + 1); i += NT) {
+    if (c0 + i / (W + 1) >= D) break;
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < LANES; ++j) s += red[j * CC * (W + 1) + i];
+    dst[i] = s;
+  }
+}
+
+CCV_INSTANTIATE_W(bwd_cls)

@@ -16,6 +16,7 @@ namespace {
 // path stays small; weights travel by value (a struct of W floats), never through local memory.
 #define CCV_SLOW __device__ __noinline__
 template <int W> struct WArr { float w[W]; };
+template <bool B> struct BoolTag { static constexpr bool value = B; };  // a compile-time flag as an argument
 
 // ------------------------------------------------------------------ dtype traits
 template <typename T> struct Tr;
@@ -67,6 +68,25 @@ template <typename T> CCV_DEV void ldv(const void* base, int64_t off, float* f) 
 template <typename T> CCV_DEV void stv(void* base, int64_t off, const float* f) {
   ccv_st16((T*)base + off, Tr<T>::pack(f));
 }
+
+// 4 consecutive elements (channel-last streaming kernels: 4 channels per thread): one 16-byte
+// (f32) or 8-byte (16-bit) access, raw bits in registers until used.
+template <typename T> struct Q4 {  // 16-bit types
+  typedef uint2 raw;
+  static CCV_DEV raw ld(const T* p) { return ccv_ld8(p); }
+  static CCV_DEV void st(T* p, raw r) { ccv_st8(p, r); }
+  static CCV_DEV void unpack(raw r, float* f) { Tr<T>::unpack2(r.x, f); Tr<T>::unpack2(r.y, f + 2); }
+  static CCV_DEV raw pack(const float* f) { raw r; r.x = Tr<T>::pack2(f[0], f[1]); r.y = Tr<T>::pack2(f[2], f[3]); return r; }
+  static CCV_DEV raw zero() { return make_uint2(0u, 0u); }
+};
+template <> struct Q4<float> {
+  typedef ccv_vec16 raw;
+  static CCV_DEV raw ld(const float* p) { return ccv_ld16(p); }
+  static CCV_DEV void st(float* p, raw r) { ccv_st16(p, r); }
+  static CCV_DEV void unpack(raw r, float* f) { Tr<float>::unpack(r, f); }
+  static CCV_DEV raw pack(const float* f) { return Tr<float>::pack(f); }
+  static CCV_DEV raw zero() { return make_uint4(0u, 0u, 0u, 0u); }
+};
 
 // run-time dtype (weight, bias, dweight, dbias)
 CCV_DEV float ld_dt(const void* base, int64_t off, int dt) {
@@ -381,6 +401,38 @@ CCV_DEV void stage_cl(const ccv_params& P, const void* src, const int64_t* st, b
       for (int e = 0; e < V; ++e) v[e] = (halo && p < 0 && cc + e < D) ? row_halo<T>(P, rc, cc + e, p, K) : 0.f;
     }
     st_sm4<V>(sm4, row * CC + g2 * V, v);
+  }
+}
+
+// ld_items_raw: a channel-first thread's IT vectors of a tile (vector j at token t0 + (j*ntr + tid)*V)
+// from N row tensors (x, and dout in the backward), as 16-byte vectors of T, 0 past L. When `vec`
+// and no vector straddles L, every 16-byte load is issued (predicated) before the first is used:
+// N*IT loads in flight per thread instead of one per branch (a per-vector branch kept the compiler
+// from hoisting them; measured on the H100: docs/perf.md). Otherwise element by element.
+template <typename T, int IT, int N>
+CCV_DEV void ld_items_raw(const void* const (&src)[N], const int64_t (&row)[N], const int64_t (&stride)[N], int64_t t0,
+                          int tid, int ntr, int64_t L, bool vec, ccv_vec16 (&r)[N][IT]) {
+  constexpr int V = Tr<T>::V;
+  bool whole = vec;
+#pragma unroll
+  for (int j = 0; j < IT; ++j) {
+    const int64_t tv = t0 + (int64_t)(j * ntr + tid) * V;
+    whole = whole && (tv + V <= L || tv >= L);
+  }
+#pragma unroll
+  for (int j = 0; j < IT; ++j) {
+    const int64_t tv = t0 + (int64_t)(j * ntr + tid) * V;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      if (whole) {
+        r[n][j] = tv < L ? ccv_ld16((const T*)src[n] + row[n] + tv) : ccv_vec16{0u, 0u, 0u, 0u};
+      } else {
+        float f[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) f[e] = tv + e < L ? ldf<T>(src[n], row[n] + (tv + e) * stride[n]) : 0.f;
+        r[n][j] = Tr<T>::pack(f);  // exact: the values came from T
+      }
+    }
   }
 }
 

@@ -3,7 +3,8 @@
 // Kernels are written in HIP spelling (threadIdx, blockIdx, __syncthreads, __global__, __shared__,
 // __device__, __forceinline__, __launch_bounds__ exist under both compilers) plus the small neutral
 // vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_f16/ccv_bf16 storage types and their fp32
-// conversions (round-to-nearest-even), ccv_vec16 (a 16-byte vector), CCV_EXTERN_KERNEL.
+// conversions (round-to-nearest-even), ccv_vec16 (a 16-byte vector), ccv_ld16/ccv_st16 and
+// ccv_ld8/ccv_st8 (global vector accesses), CCV_EXTERN_KERNEL.
 #pragma once
 
 #include <stdint.h>
@@ -58,6 +59,23 @@ __device__ __forceinline__ ccv_vec16 ccv_ld16(const void* p) {
   return r;
 #else
   return *(const ccv_vec16*)p;
+#endif
+}
+// One 8-byte global load / store (the address is 8-byte aligned).
+__device__ __forceinline__ uint2 ccv_ld8(const void* p) {
+#if defined(CCV_CUDA)
+  uint2 r;
+  asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  return r;
+#else
+  return *(const uint2*)p;
+#endif
+}
+__device__ __forceinline__ void ccv_st8(void* p, uint2 v) {
+#if defined(CCV_CUDA)
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+#else
+  *(uint2*)p = v;
 #endif
 }
 __device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {

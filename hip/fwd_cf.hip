@@ -50,23 +50,21 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(P.seqlen, cbeg + P.chunk);  // the same trip count in every sub-block
   for (int64_t t0 = cbeg; t0 < cend; t0 += tiler) {
-    if (tid < KP && active) {
+    float xv[IT][V];
+    {
+      const void* const src[1] = {P.x};
+      const int64_t rows[1] = {xrow}, strides[1] = {xs};
+      ccv_vec16 raw[1][IT];
+      ld_items_raw<T, IT, 1>(src, rows, strides, t0, tid, ntr, L, vec, raw);
+#pragma unroll
+      for (int j = 0; j < IT; ++j) Tr<T>::unpack(raw[0][j], xv[j]);
+    }
+    if (tid < KP && active) {  // halo after the tile's loads (its store waits for its load)
       int64_t p = t0 - KP + tid;
       xb[tid] = p >= 0 ? ldf<T>(P.x, xrow + p * xs) : row_halo<T>(P, rc, d, p, K);
     }
-    float xv[IT][V];
 #pragma unroll
-    for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * ntr + tid, tv = t0 + v * V;
-      if (vec && tv + V <= L) {
-        ldv<T>(P.x, xrow + tv, xv[j]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) xv[j][e] = tv + e < L ? ldf<T>(P.x, xrow + (tv + e) * xs) : 0.f;
-      }
-#pragma unroll
-      for (int e = 0; e < V; e += 4) xr4[(KP + v * V + e) / 4] = make_float4(xv[j][e], xv[j][e + 1], xv[j][e + 2], xv[j][e + 3]);
-    }
+    for (int j = 0; j < IT; ++j) st_sm4<V>(xr4, KP + (j * ntr + tid) * V, xv[j]);
     __syncthreads();
     unsigned slow = 0;  // bit j: vector j takes the generic path
 #pragma unroll

@@ -1,25 +1,145 @@
-// Forward, channel-last (x D-stride 1 on the vector path; any strides on the scalar path).
-// Block = (batch row b, chunk of `P.chunk` tokens, tile of CL_CC channels); it walks its chunk
-// in tiles of CL_TT tokens:
-//   1. x rows [t0-K, t0+TT) x CC channels staged in shared memory (fp32) with 16-byte loads along
-//      channels (halo rows from global memory, or the initial state before a simple row starts);
-//   2. thread = (channel, half of the tile's tokens): a sliding window of W inputs in registers,
-//      one shared-memory read and W FMAs per output (bank-conflict free), result to shared memory;
-//      tokens whose window leaves their sequence take the generic per-element path;
-//   3. the output tile is written with 16-byte stores along channels.
+// Forward, channel-last, streamed through registers (no shared memory, no barriers).
+// Block = (batch row b, chunk of `P.chunk` tokens, tile of CL_CC channels), as kernels.rs sizes it.
+// Thread = (4 channels, lane): CL_CC/4 channel groups x NT/(CL_CC/4) lanes; lane i walks the
+// tokens [cbeg + i*S, cbeg + (i+1)*S) of the chunk (S = chunk / lanes) with a sliding window of
+// W x 4 inputs in registers, loading U tokens ahead (one 16-byte f32 / 8-byte 16-bit access per
+// token), and stores 4 outputs per token with one access. A lane reads the K tokens before its
+// first one again (cache hits: the lane before it loaded them). Consecutive threads hold
+// consecutive channel groups, so a warp's accesses cover whole 128-byte lines along channels.
+// Simple rows (no seq_idx / cu_seqlens) are plain everywhere (tokens before the row start read the
+// initial state or 0); otherwise tokens whose window leaves their sequence take the generic
+// per-element path.
 #include "instances.h"
+
+constexpr int CL_CV = 4;  // channels per thread
+
+// One lane's walk over tokens [s0, s1) of channels c .. c+3 of row b. FAST (simple row, vector
+// path): U loads ahead, no sequence checks; otherwise one token at a time with every check.
+template <typename T, int W, bool FAST>
+CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, int64_t s1) {
+  constexpr int K = W - 1, CV = CL_CV;
+  constexpr int U = sizeof(T) == 4 ? CCV_CL_AHEAD_f32 : CCV_CL_AHEAD_16;
+  constexpr int UU = FAST ? U : 1;
+  typedef Q4<T> Q;
+  const int f = P.flags;
+  const bool seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
+  const int nc = (int)min((int64_t)CV, P.dim - c);
+  const bool vec = (f & CCV_F_VEC) && nc == CV;
+  float w[CV][W], bias[CV];
+#pragma unroll
+  for (int ch = 0; ch < CV; ++ch) {
+    if (ch < nc) {
+      load_weights<W>(P, c + ch, w[ch], bias[ch]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < W; ++k) w[ch][k] = 0.f;
+      bias[ch] = 0.f;
+    }
+  }
+  const int64_t xrow = b * P.x_s[0] + c * P.x_s[1], xc = P.x_s[1], xt = P.x_s[2];
+  const int64_t orow = b * P.out_s[0] + c * P.out_s[1], oc = P.out_s[1], ot = P.out_s[2];
+  const RowCtx rc = row_ctx(P, b);
+  const bool easy = FAST || (rc.simple && rc.g.valid);  // every token plain
+
+  const bool vv = FAST || vec;
+  auto load = [&](int64_t p, float* v) {
+    if (vv) {
+      Q::unpack(Q::ld((const T*)P.x + xrow + p * xt), v);
+    } else {
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) v[ch] = ch < nc ? ldf<T>(P.x, xrow + ch * xc + p * xt) : 0.f;
+    }
+  };
+  // window: win[k] = x(t - K + k); before the first token x(s0 - K .. s0 - 1)
+  float win[W][CV];
+#pragma unroll
+  for (int k = 1; k <= K; ++k) {
+    const int64_t p = s0 - K - 1 + k;
+    if (p >= 0) {
+      load(p, win[k]);
+    } else {
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) win[k][ch] = easy && ch < nc ? row_halo<T>(P, rc, c + ch, p, K) : 0.f;
+    }
+  }
+  // sequence tracking (not FAST): the segment of the current token (cu_seqlens) or the seq_idx
+  // of the last W tokens
+  Seg sg;
+  sg.s = sg.e = 0;
+  if (!FAST && packed) sg = seg_of(P, b, s0);
+  int64_t ids[W];
+#pragma unroll
+  for (int k = 1; k <= K; ++k) ids[k] = (!FAST && seq && s0 - K - 1 + k >= 0) ? seqid(P, b, s0 - K - 1 + k) : -1;
+
+  for (int64_t t = s0; t < s1; t += UU) {
+    typename Q::raw rx[UU];
+#pragma unroll
+    for (int u = 0; u < UU; ++u) {  // all UU loads before the first use
+      const int64_t q = t + u;
+      if (vv) {
+        rx[u] = q < s1 ? Q::ld((const T*)P.x + xrow + q * xt) : Q::zero();
+      } else {
+        float v[CV];
+        load(q, v);  // q < s1: UU = 1
+        rx[u] = Q::pack(v);  // exact: the values came from T
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UU; ++u) {
+      const int64_t q = t + u;
+      if (q >= s1) break;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch) win[k][ch] = win[k + 1][ch];
+      Q::unpack(rx[u], win[K]);
+      bool plain = FAST || easy;
+      if (!FAST && !easy) {
+        if (packed) {
+          if (q >= sg.e || q < sg.s) sg = seg_of(P, b, q);
+          plain = sg.valid && q - K >= sg.s;
+        } else if (seq) {
+#pragma unroll
+          for (int k = 0; k < K; ++k) ids[k] = ids[k + 1];
+          ids[K] = seqid(P, b, q);
+          plain = rc.g.valid && q >= K && ids[K] >= 0;
+#pragma unroll
+          for (int k = 0; k < K; ++k) plain = plain && ids[k] == ids[K];
+        }
+      }
+      float o[CV];
+      if (plain) {
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch) {
+          float acc = bias[ch];
+#pragma unroll
+          for (int k = 0; k < W; ++k) acc += w[ch][k] * win[k][ch];
+          o[ch] = act_f(acc, silu);
+        }
+      } else {  // generic path (sequence starts, seq_idx changes, skipped sequences)
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch) {
+          WArr<W> wa;
+#pragma unroll
+          for (int k = 0; k < W; ++k) wa.w[k] = w[ch][k];
+          o[ch] = ch < nc ? fwd_generic<T, W>(P, b, c + ch, q, wa, bias[ch]) : 0.f;
+        }
+      }
+      if (vv) {
+        Q::st((T*)P.out + orow + q * ot, Q::pack(o));
+      } else {
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch)
+          if (ch < nc) stf<T>(P.out, orow + ch * oc + q * ot, o[ch]);
+      }
+    }
+  }
+}
 
 template <typename T, int W>
 CCV_DEV void fwd_cl_body(const ccv_params& P) {
-  constexpr int K = W - 1, NT = CCV_NT_fwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
-  constexpr int SB = sizeof(T) == 4 ? CCV_SB_fwd_cl_f32 : CCV_SB_fwd_cl_16;
-  constexpr int ROWS = TT + K, NH = NT / CC, HT = TT / NH;
-  static_assert(NT % CC == 0 && TT % NH == 0, "tile shape");
-  __shared__ float4 xs4[ROWS * CC / 4];  // x rows [t0-K, t0+TT)
-  __shared__ float4 os4[TT * CC / 4];    // out rows [t0, t0+TT)
-  __shared__ unsigned char pl[TT];
-  float* xs = (float*)xs4;
-  float* os = (float*)os4;
+  constexpr int NT = CCV_NT_fwd_cl, CC = CCV_CL_CC, G = CC / CL_CV, LANES = NT / G;
+  static_assert(NT % G == 0, "tile shape");
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
@@ -27,73 +147,17 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   const int64_t ct = blk % nct;
   const uint32_t r0 = blk / nct;
   const int64_t chunk = r0 % nch, b = r0 / nch;
-  const int f = P.flags;
-  const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int64_t L = P.seqlen, D = P.dim;
-  const int tid = threadIdx.x, cl = tid % CC, h = tid / CC;
-  const int64_t c0 = ct * CC, c = c0 + cl;
-
-  WArr<W> wa;
-  float bias = 0.f;
-  if (c < D) {
-    load_weights<W>(P, c, wa.w, bias);
+  const int tid = threadIdx.x, grp = tid % G, lane = tid / G;
+  const int64_t c = ct * CC + grp * CL_CV;
+  const int64_t seglen = P.chunk / LANES;
+  const int64_t s0 = chunk * P.chunk + lane * seglen, s1 = min(L, s0 + seglen);
+  if (c >= D || s0 >= s1) return;  // no barriers here: idle threads leave
+  const bool simple = !(P.flags & (CCV_F_PACKED | CCV_F_SEQ_IDX));
+  if (simple && (P.flags & CCV_F_VEC) && c + CL_CV <= D && seg_by_index(P, b).valid) {
+    fwd_cl_walk<T, W, true>(P, b, c, s0, s1);
   } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) wa.w[k] = 0.f;
-  }
-  const RowCtx rc = row_ctx(P, b);
-  const bool row_ok = rc.g.valid;
-
-  const int64_t cbeg = chunk * P.chunk;
-  const int64_t cend = min(L, cbeg + P.chunk);
-  for (int64_t t0 = cbeg; t0 < cend; t0 += TT) {
-    stage_cl<T, ROWS, CC, NT, K, SB>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
-    if (tid < TT) {
-      const int64_t t = t0 + tid;
-      bool plain = false;
-      if (t < L) {
-        if (packed) {
-          Seg g = seg_of(P, b, t);
-          plain = g.valid && t - K >= g.s;
-        } else {
-          plain = row_ok && (rc.simple || t >= K);
-          if (plain && seq) {
-            const int64_t id0 = seqid(P, b, t);
-            plain = id0 >= 0;
-            for (int m = 1; m <= K; ++m)
-              if (seqid(P, b, t - m) != id0) plain = false;
-          }
-        }
-      }
-      pl[tid] = plain;
-    }
-    __syncthreads();
-
-    // sliding window over this thread's HT tokens (rows r .. r+K of the x tile)
-    const int rb = h * HT;
-    float win[W];
-#pragma unroll
-    for (int k = 0; k < K; ++k) win[k + 1] = xs[(rb + k) * CC + cl];
-    bool any_slow = false;
-#pragma unroll 4
-    for (int r = rb; r < rb + HT; ++r) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) win[k] = win[k + 1];
-      win[K] = xs[(r + K) * CC + cl];
-      float acc = bias;
-#pragma unroll
-      for (int k = 0; k < W; ++k) acc += wa.w[k] * win[k];
-      os[r * CC + cl] = act_f(acc, silu);
-      any_slow |= !pl[r] && t0 + r < L;
-    }
-    if (any_slow && c < D) {  // generic path (sequence starts, seq_idx changes, skipped sequences)
-#pragma unroll 1
-      for (int r = rb; r < rb + HT; ++r)
-        if (!pl[r] && t0 + r < L) os[r * CC + cl] = fwd_generic<T, W>(P, b, c, t0 + r, wa, bias);
-    }
-    __syncthreads();
-    store_cl<T, TT, CC, NT>(P, P.out, P.out_s, os4, b, t0, c0, vec);
-    __syncthreads();
+    fwd_cl_walk<T, W, false>(P, b, c, s0, s1);
   }
 }
 

@@ -1,12 +1,13 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
-//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cl, update
+//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cl,
+//                                      bwd_cls (simple channel-last rows), update
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs fwd_cl.hip: fwd_cl
-//   bwd_cf.hip: bwd_cf          bwd_cl.hip: bwd_cl
+//   bwd_cf.hip: bwd_cf          bwd_cl.hip: bwd_cl, bwd_cls
 //   misc.hip:   update, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
@@ -37,6 +38,7 @@
 #define CCV_NT_fwd_cl 128
 #define CCV_NT_bwd_cf 128
 #define CCV_NT_bwd_cl 128
+#define CCV_NT_bwd_cls 128
 #define CCV_NT_update 128
 #define CCV_NT_fwd_states 128
 #define CCV_NT_bwd_states 128
@@ -44,7 +46,11 @@
 // Launch bounds per family, x dtype and width W. On NVIDIA a minimum of resident blocks caps
 // registers at 65536 / (128 * b): used where it was measured to help on the H100 (fwd_cf: 12
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
-// windows spill there, so 8 blocks = 64; bwd_cf and f32 bwd_cl: 4 = 128; 16-bit bwd_cl: 5 = 102),
+// windows spill there, so 8 blocks = 64; fwd_cl: 6 (80) for W <= 4, else 4 (its general path
+// spills there, the streaming path does not; kernels.rs's fwd_cl_geometry assumes these);
+// bwd_cf: 8 (64) for W <= 4, 6 (80) above, no spills —
+// 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
+// 16-bit bwd_cl: 5 = 102),
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
 // for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
 // -D values at commas).
@@ -67,22 +73,22 @@
 #define CCV_LB_fwd_cfs_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
 #endif
 #ifndef CCV_LB_fwd_cl_f32
-#define CCV_LB_fwd_cl_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)
 #endif
 #ifndef CCV_LB_fwd_cl_f16
-#define CCV_LB_fwd_cl_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)
 #endif
 #ifndef CCV_LB_fwd_cl_bf16
-#define CCV_LB_fwd_cl_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cl)
+#define CCV_LB_fwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)
 #endif
 #ifndef CCV_LB_bwd_cf_f32
-#define CCV_LB_bwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 6)
 #endif
 #ifndef CCV_LB_bwd_cf_f16
-#define CCV_LB_bwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 6)
 #endif
 #ifndef CCV_LB_bwd_cf_bf16
-#define CCV_LB_bwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, 4)
+#define CCV_LB_bwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 6)
 #endif
 #ifndef CCV_LB_bwd_cl_f32
 #define CCV_LB_bwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
@@ -92,6 +98,15 @@
 #endif
 #ifndef CCV_LB_bwd_cl_bf16
 #define CCV_LB_bwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
+#endif
+#ifndef CCV_LB_bwd_cls_f32
+#define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cls)
+#endif
+#ifndef CCV_LB_bwd_cls_f16
+#define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cls)
+#endif
+#ifndef CCV_LB_bwd_cls_bf16
+#define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cls)
 #endif
 #ifndef CCV_LB_update_f32
 #define CCV_LB_update_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
@@ -106,17 +121,23 @@
 // 16-byte loads a thread issues before storing them while staging a channel-last tile
 // (stage_cl in common.h), per family and x element size: fewer keep registers down so more blocks
 // fit; measured on the H100 with the registers these allow (docs/perf.md, 2026-11-22 session 2).
-#ifndef CCV_SB_fwd_cl_f32
-#define CCV_SB_fwd_cl_f32 3
-#endif
-#ifndef CCV_SB_fwd_cl_16
-#define CCV_SB_fwd_cl_16 16
-#endif
 #ifndef CCV_SB_bwd_cl_f32
 #define CCV_SB_bwd_cl_f32 3
 #endif
 #ifndef CCV_SB_bwd_cl_16
 #define CCV_SB_bwd_cl_16 2
+#endif
+
+// Tokens a channel-last streaming thread (fwd_cl) loads ahead of its sliding window, per x
+// element size.
+#ifndef CCV_CL_AHEAD_f32
+#define CCV_CL_AHEAD_f32 4
+#endif
+#ifndef CCV_CL_AHEAD_16
+#define CCV_CL_AHEAD_16 8
+#endif
+#ifndef CCV_CL_AHEAD_bwd
+#define CCV_CL_AHEAD_bwd 4
 #endif
 
 // Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).

@@ -286,6 +286,47 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks })
 }
 
+/// Channel-last forward (`ccv1d_fwd_cl_*`, a streaming kernel: each thread walks chunk / 8
+/// consecutive tokens of 4 channels, reading K tokens before them again; also the backward's
+/// `ccv1d_bwd_cls_*`). Chunks of whole CL_TT tiles, balanced along the row, their count chosen for
+/// the fewest wave-quantized tiles per block slot: cost = waves * (tiles per block + 1/2 for the
+/// halo a lane re-reads), slots = 6 resident blocks per multiprocessor for W <= 4, else 4 (the
+/// forward's launch bounds). Longer lanes than one tile per block where that does not add a wave
+/// (8x2048x1024 bf16: 768 blocks of 6 tiles instead of 4096 of 1; measured on the H100,
+/// docs/perf.md).
+pub fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+    if dim > i32::MAX as i64 || batch > i32::MAX as i64 {
+        bail!(CCV1D_ERR_OVERFLOW, "GPU kernels take batch and dim below 2^31 (batch {batch}, dim {dim})");
+    }
+    let tiles_per_row = ceil_div(seqlen.max(1), CL_TT);
+    let n_ctiles = ceil_div(dim.max(1), CL_CC);
+    let rows = batch.saturating_mul(n_ctiles);
+    let slots = (dev.multiprocessors.max(1) as i64) * if width <= 4 { 6 } else { 4 };
+    let mut best = (f64::INFINITY, 1i64);
+    // candidate chunk counts: every per-block tile count gives one (the fewest chunks for it)
+    let mut per_block = tiles_per_row;
+    while per_block >= 1 {
+        let n_chunks = ceil_div(tiles_per_row, per_block);
+        let pb = ceil_div(tiles_per_row, n_chunks);
+        let waves = ceil_div(rows.saturating_mul(n_chunks), slots) as f64;
+        let cost = waves * (pb as f64 + 0.5);
+        if cost < best.0 {
+            best = (cost, n_chunks);
+        }
+        if pb == 1 {
+            break;
+        }
+        per_block = pb - 1;
+    }
+    let chunk = ceil_div(tiles_per_row, best.1) * CL_TT;
+    let n_chunks = ceil_div(seqlen.max(1), chunk);
+    let n_blocks = rows.saturating_mul(n_chunks);
+    if n_blocks > MAX_BLOCKS {
+        bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch ({n_blocks} blocks)");
+    }
+    Ok(MainGeom { layout: Layout::ChannelLast, chunk, n_chunks, n_ctiles, n_blocks })
+}
+
 /// A 2-D grid holding `n` blocks (the kernels decode `blockIdx.y * gridDim.x + blockIdx.x` and
 /// blocks past `n` return at once).
 fn grid_for(n: i64) -> [u32; 3] {
@@ -422,7 +463,10 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
     let dt = inp.x.dtype;
     if inp.seqlen > 0 {
         let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
-        let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
+        let g = match layout {
+            Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
+            Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev)?,
+        };
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
         let mut km = main_params(&k, &g, vec);
@@ -474,7 +518,24 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
         return Ok(None);
     }
     let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
+    if layout == Layout::ChannelLast && bwd_streams(p) {
+        return fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev).map(Some);
+    }
     main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev).map(Some)
+}
+
+/// Channel-last backward on the streaming kernel `ccv1d_bwd_cls_*` (simple rows: no seq_idx, no
+/// cu_seqlens; x, dout and dx on the vector path with whole 4-channel groups), else `bwd_cl`.
+fn bwd_streams(p: &BwdPlan) -> bool {
+    let inp = &p.inp;
+    let dims = [inp.batch, inp.dim, inp.seqlen];
+    let lay = Layout::ChannelLast;
+    inp.seq_idx.is_none()
+        && matches!(inp.seqs, Seqs::Rows)
+        && inp.dim % 4 == 0
+        && vec_ok(&inp.x, lay, dims)
+        && vec_ok(&p.dout, lay, dims)
+        && vec_ok(&p.dx, lay, dims)
 }
 
 /// Rows of fp32 partials in the workspace: one per (batch row, chunk).
@@ -522,7 +583,8 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
         let km = main_params(&k, g, vec);
-        v.push(launch(format!("ccv1d_bwd_{}_{}_w{}", g.layout.tag(), dt_name(dt), inp.width), g.n_blocks, NT, &km));
+        let family = if g.layout == Layout::ChannelLast && bwd_streams(p) { "cls" } else { g.layout.tag() };
+        v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), g.n_blocks, NT, &km));
     }
     // dweight/dbias are always written (zeros when there is no token).
     let nred = inp.dim * (inp.width + 1);
@@ -785,6 +847,23 @@ mod tests {
     }
 
     #[test]
+    fn fwd_channel_last_chunks_fill_a_wave() {
+        let h100 = DeviceInfo { multiprocessors: 132, ..mi300() };
+        // (batch, dim, seqlen) -> expected (chunk tokens, chunks per row)
+        for ((b, d, l), want) in [((8, 2048, 1024), (384, 3)), ((4, 4096, 512), (192, 3)), ((4, 5376, 4096), (640, 7)), ((1, 32, 64), (64, 1))] {
+            let g = fwd_cl_geometry(b, d, l, 4, &h100).unwrap();
+            assert_eq!((g.chunk, g.n_chunks), want, "{b}x{d}x{l}");
+            assert_eq!(g.n_blocks, b * ceil_div(d, CL_CC) * g.n_chunks);
+        }
+        for l in [1, 63, 64, 65, 1000, 4097] {
+            let g = fwd_cl_geometry(3, 100, l, 8, &h100).unwrap();
+            assert_eq!(g.chunk % CL_TT, 0);
+            assert_eq!(g.n_chunks, ceil_div(l, g.chunk));
+            assert!((g.n_chunks - 1) * g.chunk < l);
+        }
+    }
+
+    #[test]
     fn layout_and_vector_choice() {
         let x = view(0, DType::F32, [1000, 1, 7]); // neither L nor D contiguous-friendly... D-stride 1
         assert_eq!(choose_layout(&x, 7, 100), Layout::ChannelLast);
@@ -891,7 +970,8 @@ mod tests {
                 let bytes = bwd_workspace_bytes(&p, &dev);
                 let v = bwd_launches(&p, &dev, 0x8000_0000).unwrap();
                 let names: Vec<_> = v.iter().map(|l| l.kernel.clone()).collect();
-                let tag = if lay == 0 { "cf" } else { "cl" };
+                // channel-last: the streaming kernel when every tensor is on the vector path
+                let tag = if lay == 0 { "cf" } else if d % 8 == 0 { "cls" } else { "cl" };
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}"), "ccv1d_bwd_reduce".to_string()];
                 if w > 1 {
                     want.push("ccv1d_bwd_states_bf16".to_string());
@@ -915,6 +995,10 @@ mod tests {
                 assert_eq!(bwd_launches(&p, &dev, 0x8000_0000).unwrap()[0].params, v[0].params);
             }
         }
+        // seq_idx or cu_seqlens keep channel-last on the tile kernel
+        let mut p = bwd_plan(inputs(DType::BF16, 8, 2048, 1024, 4, cl(8, 2048, 1024)));
+        p.inp.seq_idx = Some(IdxView { addr: 0x6000_0000, stride: [1024, 1], elem_bytes: 4 });
+        assert_eq!(bwd_launches(&p, &mi300(), 0x8000_0000).unwrap()[0].kernel, "ccv1d_bwd_cl_bf16_w4");
         // L = 0: no main kernel, dweight/dbias zeroed by the reduce kernel, dinit = dfinal
         let mut p = bwd_plan(inputs(DType::F32, 2, 16, 0, 4, cf(2, 16, 0)));
         p.inp.initial_states = Some(view(0x7400_0000, DType::F32, [16 * 3, 3, 1]));

@@ -152,22 +152,34 @@ fn mamba_rows(out: &mut Vec<Row>) {
         ("4x256x4096", 4, 256, 4096),
         ("4x4096x512", 4, 4096, 512),
     ];
+    // (name, shape, dtypes, SiLU, width): the four shapes at W=4 with SiLU, and for the big one
+    // the rest of issue #4's targets: f16, no activation, widths 2-8.
+    let (big, b0, d0, l0) = shapes[0];
+    let mut cases: Vec<(String, (usize, usize, usize), Vec<DType>, bool, usize)> = Vec::new();
     for (name, b, d, l) in shapes {
+        let dts = if name == big { vec![DType::F32, DType::F16, DType::BF16] } else { vec![DType::F32, DType::BF16] };
+        cases.push((format!("mamba/{name}"), (b, d, l), dts, true, 4));
+    }
+    cases.push(("mamba/2.7b-train-noact".to_string(), (b0, d0, l0), vec![DType::F32, DType::F16, DType::BF16], false, 4));
+    for w in [2, 3, 5, 6, 7, 8] {
+        cases.push((format!("mamba/2.7b-train-w{w}"), (b0, d0, l0), vec![DType::F32, DType::BF16], true, w));
+    }
+    for (name, (batch, dim, seqlen), dts, silu, width) in cases {
         for op in [Op::Fwd, Op::Bwd] {
-            for dt in [DType::F32, DType::BF16] {
+            for &dt in &dts {
                 for cl in [false, true] {
                     out.push(Row {
                         preset: "mamba",
-                        name: format!("mamba/{name}"),
+                        name: name.clone(),
                         op,
                         dt,
                         cl,
-                        silu: true,
+                        silu,
                         bias: true,
-                        batch: b,
-                        dim: d,
-                        seqlen: l,
-                        width: 4,
+                        batch,
+                        dim,
+                        seqlen,
+                        width,
                         state_len: 0,
                     });
                 }

@@ -201,19 +201,20 @@ CCV_INSTANTIATE_W(bwd_cl)
 // ---------------------------------------------------------------------------------------------
 // bwd_cls: the channel-last backward of simple rows (no seq_idx / cu_seqlens) on the vector path
 // (dim % 4 == 0), streamed through registers like fwd_cl: block = (b, chunk, tile of CL_CC
-// channels) sized by kernels.rs's fwd_cl_geometry; thread = (4 channels, lane), lane i owns the
-// tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over [s0, s1 + K) with x(q-K..q) and
+// channels) sized by kernels.rs's fwd_cl_geometry; thread = (CV = 4 or 2 channels, lane), lane i
+// owns the tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over [s0, s1 + K) with x(q-K..q) and
 // g(q-K..q) windows in registers (x from s0 - K: initial state or 0 before the row start):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
 //   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0.
-// Loads run U tokens ahead (x and dout). The 8 lanes' partials of a channel are added in a fixed
+// Loads run U tokens ahead (x and dout). The lanes' partials of a channel are added in a fixed
 // order and written to ws[(b*n_chunks + chunk), c, 0..W] like bwd_cl's.
 template <typename T, int W>
 CCV_DEV void bwd_cls_body(const ccv_params& P) {
-  constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, CV = 4, G = CC / CV, LANES = NT / G;
+  constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16;
+  constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, G = CC / CV, LANES = NT / G;
   constexpr int U = CCV_CL_AHEAD_bwd;
   static_assert(NT % G == 0, "tile shape");
-  typedef Q4<T> Q;
+  typedef QN<T, CV> Q;
   __shared__ float red[LANES * CC * (W + 1)];
 
   const uint32_t blk = block_linear();

@@ -69,9 +69,10 @@ template <typename T> CCV_DEV void stv(void* base, int64_t off, const float* f) 
   ccv_st16((T*)base + off, Tr<T>::pack(f));
 }
 
-// 4 consecutive elements (channel-last streaming kernels: 4 channels per thread): one 16-byte
-// (f32) or 8-byte (16-bit) access, raw bits in registers until used.
-template <typename T> struct Q4 {  // 16-bit types
+// N = 4 or 2 consecutive elements (channel-last streaming kernels: N channels per thread): one
+// access of 4*N (f32) or 2*N (16-bit) bytes, raw bits in registers until used.
+template <typename T, int N> struct QN;
+template <typename T> struct QN<T, 4> {  // 16-bit types
   typedef uint2 raw;
   static CCV_DEV raw ld(const T* p) { return ccv_ld8(p); }
   static CCV_DEV void st(T* p, raw r) { ccv_st8(p, r); }
@@ -79,7 +80,15 @@ template <typename T> struct Q4 {  // 16-bit types
   static CCV_DEV raw pack(const float* f) { raw r; r.x = Tr<T>::pack2(f[0], f[1]); r.y = Tr<T>::pack2(f[2], f[3]); return r; }
   static CCV_DEV raw zero() { return make_uint2(0u, 0u); }
 };
-template <> struct Q4<float> {
+template <typename T> struct QN<T, 2> {  // 16-bit types
+  typedef uint32_t raw;
+  static CCV_DEV raw ld(const T* p) { return *(const uint32_t*)p; }
+  static CCV_DEV void st(T* p, raw r) { *(uint32_t*)p = r; }
+  static CCV_DEV void unpack(raw r, float* f) { Tr<T>::unpack2(r, f); }
+  static CCV_DEV raw pack(const float* f) { return Tr<T>::pack2(f[0], f[1]); }
+  static CCV_DEV raw zero() { return 0u; }
+};
+template <> struct QN<float, 4> {
   typedef ccv_vec16 raw;
   static CCV_DEV raw ld(const float* p) { return ccv_ld16(p); }
   static CCV_DEV void st(float* p, raw r) { ccv_st16(p, r); }
@@ -87,6 +96,15 @@ template <> struct Q4<float> {
   static CCV_DEV raw pack(const float* f) { return Tr<float>::pack(f); }
   static CCV_DEV raw zero() { return make_uint4(0u, 0u, 0u, 0u); }
 };
+template <> struct QN<float, 2> {
+  typedef uint2 raw;
+  static CCV_DEV raw ld(const float* p) { return ccv_ld8(p); }
+  static CCV_DEV void st(float* p, raw r) { ccv_st8(p, r); }
+  static CCV_DEV void unpack(raw r, float* f) { f[0] = ccv_u2f(r.x); f[1] = ccv_u2f(r.y); }
+  static CCV_DEV raw pack(const float* f) { return make_uint2(ccv_f2u(f[0]), ccv_f2u(f[1])); }
+  static CCV_DEV raw zero() { return make_uint2(0u, 0u); }
+};
+template <typename T> using Q4 = QN<T, 4>;
 
 // run-time dtype (weight, bias, dweight, dbias)
 CCV_DEV float ld_dt(const void* base, int64_t off, int dt) {

@@ -48,7 +48,7 @@
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
 // windows spill there, so 8 blocks = 64; fwd_cl: 6 (80) for W <= 4, else 4 (its general path
 // spills there, the streaming path does not; kernels.rs's fwd_cl_geometry assumes these);
-// bwd_cf: 8 (64) for W <= 4, 6 (80) above, no spills —
+// bwd_cf: 8 (64) for W <= 4, 6 (80) above, no spills; f32 bwd_cls: 5 (96) for W <= 4 —
 // 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
@@ -100,7 +100,7 @@
 #define CCV_LB_bwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
 #endif
 #ifndef CCV_LB_bwd_cls_f32
-#define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cls)
+#define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 4 ? 5 : 1)
 #endif
 #ifndef CCV_LB_bwd_cls_f16
 #define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cls)
@@ -138,6 +138,15 @@
 #endif
 #ifndef CCV_CL_AHEAD_bwd
 #define CCV_CL_AHEAD_bwd 4
+#endif
+// channels per bwd_cls thread (4 or 2), per x element size: f32 with 2 (8-byte accesses, 96
+// registers at W = 4) ran 4x5376x4096 bwd in 0.449 ms against 0.533 with 4; bf16 with 4 in 0.370
+// against 0.409 (H100, docs/perf.md)
+#ifndef CCV_CL_BWD_CV_f32
+#define CCV_CL_BWD_CV_f32 2
+#endif
+#ifndef CCV_CL_BWD_CV_16
+#define CCV_CL_BWD_CV_16 4
 #endif
 
 // Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).

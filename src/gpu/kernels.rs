@@ -6,10 +6,12 @@
 //! returned launches in order on the caller's stream.
 //!
 //! Kernels (see `hip/*.hip`):
-//! - `ccv1d_fwd_{cf,cl}_{dt}_w{W}`: forward, channel-first / channel-last tiles;
+//! - `ccv1d_fwd_{cf,cfs,cl}_{dt}_w{W}`: forward, channel-first tiles (`cfs`: short rows, several per
+//!   block) / channel-last streaming (4 channels x a run of tokens per thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cl}_{dt}_w{W}`: dx and per-block fp32 dweight/dbias partials into the workspace;
+//! - `ccv1d_bwd_{cf,cl,cls}_{dt}_w{W}`: dx and per-block fp32 dweight/dbias partials into the
+//!   workspace (`cls`: channel-last streaming, simple rows on the vector path; `cl`: tiles);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
 //! - `ccv1d_update_{dt}_w{W}`: decode update.
@@ -169,7 +171,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "update"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "bwd_cls", "update"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -735,7 +737,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CF_ITEMS"), CF_ITEMS);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_TT"), CL_TT);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "update", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "bwd_cls", "update", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1052,9 +1054,10 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (6 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (7 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));
+        assert!(names.contains(&"ccv1d_bwd_cls_f32_w8".to_string()));
     }
 }

@@ -13,25 +13,37 @@
 // ws[(b*n_chunks + chunk), d, 0..W]; bwd_reduce (misc.hip) adds the partials in a fixed order.
 #include "instances.h"
 
-template <typename T, int W>
-CCV_DEV void bwd_cf_body(const ccv_params& P) {
-  constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_bwd_cf, IT = CCV_CF_ITEMS;
+// SHORT = false: ccv1d_bwd_cf_*; true: ccv1d_bwd_cfs_* (rows shorter than half a tile, one chunk
+// each): the block is 2^r sub-blocks (r = P.rows_log2) of NT >> r threads, each one (b, d) row
+// with its own part of the shared tiles, as in fwd_cfs; the partials are summed per sub-block.
+template <typename T, int W, bool SHORT>
+CCV_DEV void bwd_cf_rows(const ccv_params& P) {
+  constexpr int K = W - 1, V = Tr<T>::V, NT = CCV_NT_bwd_cf, IT = CCV_CF_ITEMS, LOG_NT = 7;
   constexpr int TILE = NT * V * IT, KP = 8, HV = (K + 3) / 4 * 4, HG = (V + K + 3) / 4 * 4;
-  __shared__ float4 xb4[(KP + TILE + KP) / 4];  // x at [t0-KP, t0+TILE+KP)
-  __shared__ float4 gb4[(TILE + KP) / 4];       // g at [t0, t0+TILE+KP)
-  float* xb = (float*)xb4;
-  float* gb = (float*)gb4;
+  constexpr int RMAX = SHORT ? 8 : 1;  // kernels.rs caps rows_log2 at 3
+  static_assert(NT == 1 << LOG_NT, "sub-block split assumes 128 threads");
+  static_assert(!SHORT || RMAX * 2 * KP + TILE >= NT * (W + 1), "partials scratch fits in the x tile");
+  __shared__ float4 xb4[(RMAX * 2 * KP + TILE) / 4];  // per row: x at [t0-KP, t0+tile+KP)
+  __shared__ float4 gb4[(RMAX * KP + TILE) / 4];      // per row: g at [t0, t0+tile+KP)
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
+  const int rl = SHORT ? P.rows_log2 : 0, ntr = NT >> rl, tiler = TILE >> rl;  // threads and tokens per row
+  const int tid = SHORT ? threadIdx.x & (ntr - 1) : threadIdx.x;
+  const int sub = SHORT ? threadIdx.x >> (LOG_NT - rl) : 0;
+  float* xb = (float*)xb4 + sub * (2 * KP + tiler);
+  float* gb = (float*)gb4 + sub * (KP + tiler);
+  float4* xr4 = (float4*)xb;
+  float4* gr4 = (float4*)gb;
   const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
   const int64_t chunk = blk % nch;
-  const uint32_t rd = blk / nch;
-  const int64_t d = rd % dm, b = rd / dm;
+  const uint32_t rd = ((blk / nch) << rl) + sub;  // < 8 * MAX_BLOCKS < 2^32
+  // the last block's spare sub-blocks only join the barriers
+  const bool active = !SHORT || (uint64_t)rd < (uint64_t)P.batch * P.dim;
+  const int64_t d = active ? rd % dm : 0, b = active ? rd / dm : 0;
   const int f = P.flags;
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
-  const int64_t L = P.seqlen;
-  const int tid = threadIdx.x;
+  const int64_t L = active ? P.seqlen : 0;
 
   WArr<W> wa;
   float bias;
@@ -48,33 +60,33 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
   for (int k = 0; k < W; ++k) dw[k] = 0.f;
 
   const int64_t cbeg = chunk * P.chunk;
-  const int64_t cend = min(L, cbeg + P.chunk);
-  for (int64_t t0 = cbeg; t0 < cend; t0 += TILE) {
+  const int64_t cend = min(P.seqlen, cbeg + P.chunk);  // the same trip count in every sub-block
+  for (int64_t t0 = cbeg; t0 < cend; t0 += tiler) {
     // ---- 1. loads: x to shared memory in fp32; dout stays raw in registers until step 2 (steps
     // 2 and 3 read x and g back from shared memory: fewer live registers, more blocks per SM)
     ccv_vec16 raw[2][IT];
     {
       const void* const src[2] = {P.x, P.dout};
       const int64_t rows[2] = {xrow, yrow}, strides[2] = {xs, ys};
-      ld_items_raw<T, IT, 2>(src, rows, strides, t0, tid, NT, L, vec, raw);
+      ld_items_raw<T, IT, 2>(src, rows, strides, t0, tid, ntr, L, vec, raw);
     }
     // halos after the tile's loads: their stores wait for their loads, the tile's should not
     if (tid < 2 * KP) {
-      const int64_t p = tid < KP ? t0 - KP + tid : t0 + TILE + (tid - KP);
-      const int idx = tid < KP ? tid : KP + TILE + (tid - KP);
+      const int64_t p = tid < KP ? t0 - KP + tid : t0 + tiler + (tid - KP);
+      const int idx = tid < KP ? tid : KP + tiler + (tid - KP);
       xb[idx] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : (p < 0 ? row_halo<T>(P, rc, d, p, K) : 0.f);
     }
     // dout of the right halo, loaded with the tile into its g slot (loaded after the barrier it
     // put a second memory round trip into every tile)
     if (tid < K && rc.simple && row_ok) {
-      const int64_t q = t0 + TILE + tid;
-      gb[TILE + tid] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
+      const int64_t q = t0 + tiler + tid;
+      gb[tiler + tid] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
     }
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
       float xv[V];
       Tr<T>::unpack(raw[0][j], xv);
-      st_sm4<V>(xb4, KP + (j * NT + tid) * V, xv);
+      st_sm4<V>(xr4, KP + (j * ntr + tid) * V, xv);
     }
     __syncthreads();
 
@@ -82,7 +94,7 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
     uint32_t slow = 0;  // bit j: vector j is not entirely inside one sequence (with K margins)
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      const int64_t v = j * ntr + tid, tv = t0 + v * V;
       float gv[V];
       Tr<T>::unpack(raw[1][j], gv);  // 0 past L
       bool plain = true;
@@ -103,7 +115,7 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
           float win[HV + V];
 #pragma unroll
           for (int m = 0; m < HV + V; m += 4) {
-            float4 q = xb4[(KP + v * V - HV + m) / 4];
+            float4 q = xr4[(KP + v * V - HV + m) / 4];
             win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
           }
 #pragma unroll
@@ -116,7 +128,7 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
         }
       }
       if (plain) {
-        st_sm4<V>(gb4, v * V, gv);
+        st_sm4<V>(gr4, v * V, gv);
       } else {
         slow |= 1u << j;
       }
@@ -125,39 +137,39 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
 #pragma unroll 1
       for (int j = 0; j < IT; ++j) {
         if (!(slow & (1u << j))) continue;
-        const int64_t v = j * NT + tid, tv = t0 + v * V;
+        const int64_t v = j * ntr + tid, tv = t0 + v * V;
 #pragma unroll 1
         for (int e = 0; e < V; ++e) gb[v * V + e] = tv + e < L ? grad_generic<T, W>(P, b, d, tv + e, wa, bias) : 0.f;
       }
     }
-    if (tid < K) {  // right halo: g at t0+TILE+tid (belongs to the next tile; recomputed here)
-      const int64_t q = t0 + TILE + tid;
+    if (tid < K) {  // right halo: g at t0+tile+tid (belongs to the next tile; recomputed here)
+      const int64_t q = t0 + tiler + tid;
       float gq = 0.f;
       if (q < L) {
         if (rc.simple) {
           if (row_ok) {
             float z = bias;
 #pragma unroll
-            for (int k = 0; k < W; ++k) z += w[k] * xb[KP + TILE + tid - K + k];
-            gq = act_grad(z, gb[TILE + tid], silu);
+            for (int k = 0; k < W; ++k) z += w[k] * xb[KP + tiler + tid - K + k];
+            gq = act_grad(z, gb[tiler + tid], silu);
           }
         } else {
           gq = grad_generic<T, W>(P, b, d, q, wa, bias);
         }
       }
-      gb[TILE + tid] = gq;
+      gb[tiler + tid] = gq;
     }
     __syncthreads();
 
     // ---- 3. dx and dweight/dbias partials
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * NT + tid, tv = t0 + v * V;
+      const int64_t v = j * ntr + tid, tv = t0 + v * V;
       if (tv >= L || (slow & (1u << j))) continue;
       float gw[HG], win[HV + V], o[V];
 #pragma unroll
       for (int m = 0; m < HG; m += 4) {
-        float4 q = gb4[(v * V + m) / 4];
+        float4 q = gr4[(v * V + m) / 4];
         gw[m] = q.x; gw[m + 1] = q.y; gw[m + 2] = q.z; gw[m + 3] = q.w;
       }
 #pragma unroll
@@ -180,7 +192,7 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
       }
 #pragma unroll
       for (int m = 0; m < HV + V; m += 4) {
-        float4 q = xb4[(KP + v * V - HV + m) / 4];
+        float4 q = xr4[(KP + v * V - HV + m) / 4];
         win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
       }
 #pragma unroll
@@ -194,7 +206,7 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
 #pragma unroll 1
       for (int j = 0; j < IT; ++j) {
         if (!(slow & (1u << j))) continue;
-        const int64_t tv = t0 + (j * NT + tid) * V;
+        const int64_t tv = t0 + (j * ntr + tid) * V;
 #pragma unroll 1
         for (int e = 0; e < V && tv + e < L; ++e) {
           const int64_t p = tv + e;
@@ -217,12 +229,39 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) {
 #pragma unroll
   for (int k = 0; k < W; ++k) part[k] = dw[k];
   part[W] = db;
-  block_sum<W + 1, NT>(part, xb, tot);
-  if (tid == 0) {
-    float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * P.dim + d) * (W + 1);
+  if (!SHORT) {
+    block_sum<W + 1, NT>(part, xb, tot);
+    if (tid == 0) {
+      float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * P.dim + d) * (W + 1);
 #pragma unroll
-    for (int k = 0; k <= W; ++k) dst[k] = tot[k];
+      for (int k = 0; k <= W; ++k) dst[k] = tot[k];
+    }
+    return;
   }
+  // short rows: every thread's partials to shared memory, then one thread per (row, k) adds its
+  // row's ntr values in thread order
+  float* red = (float*)xb4;  // free after the loop's last barrier
+#pragma unroll
+  for (int k = 0; k <= W; ++k) red[threadIdx.x * (W + 1) + k] = part[k];
+  __syncthreads();
+  const int i = threadIdx.x;
+  if (i < ((W + 1) << rl)) {
+    const int r = i / (W + 1), k = i % (W + 1);
+    const uint32_t rdr = ((blk / nch) << rl) + r;
+    if ((uint64_t)rdr < (uint64_t)P.batch * P.dim) {
+      float acc = 0.f;
+      for (int t = r * ntr; t < (r + 1) * ntr; ++t) acc += red[t * (W + 1) + k];
+      const int64_t dr = rdr % dm, br = rdr / dm;
+      P.ws[((int64_t)(br * P.n_chunks + chunk) * P.dim + dr) * (W + 1) + k] = acc;
+    }
+  }
+  (void)tot;
 }
 
+template <typename T, int W>
+CCV_DEV void bwd_cf_body(const ccv_params& P) { bwd_cf_rows<T, W, false>(P); }
+template <typename T, int W>
+CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
+
 CCV_INSTANTIATE_W(bwd_cf)
+CCV_INSTANTIATE_W(bwd_cfs)

@@ -1,13 +1,13 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
-//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cl,
+//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cfs, bwd_cl,
 //                                      bwd_cls (simple channel-last rows), update
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs fwd_cl.hip: fwd_cl
-//   bwd_cf.hip: bwd_cf          bwd_cl.hip: bwd_cl, bwd_cls
+//   bwd_cf.hip: bwd_cf, bwd_cfs bwd_cl.hip: bwd_cl, bwd_cls
 //   misc.hip:   update, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
@@ -37,6 +37,7 @@
 #define CCV_NT_fwd_cfs 128
 #define CCV_NT_fwd_cl 128
 #define CCV_NT_bwd_cf 128
+#define CCV_NT_bwd_cfs 128
 #define CCV_NT_bwd_cl 128
 #define CCV_NT_bwd_cls 128
 #define CCV_NT_update 128
@@ -48,7 +49,8 @@
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
 // windows spill there, so 8 blocks = 64; fwd_cl: 6 (80) for W <= 4, else 4 (its general path
 // spills there, the streaming path does not; kernels.rs's fwd_cl_geometry assumes these);
-// bwd_cf: 8 (64) for W <= 4, 6 (80) above, no spills; f32 bwd_cls: 5 (96) for W <= 4 —
+// bwd_cf: 8 (64) for W <= 4, 6 (80) above, no spills; bwd_cfs: 5 (its least without spills);
+// f32 bwd_cls: 5 (96) for W <= 4 —
 // 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
@@ -89,6 +91,15 @@
 #endif
 #ifndef CCV_LB_bwd_cf_bf16
 #define CCV_LB_bwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 6)
+#endif
+#ifndef CCV_LB_bwd_cfs_f32
+#define CCV_LB_bwd_cfs_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfs, 5)
+#endif
+#ifndef CCV_LB_bwd_cfs_f16
+#define CCV_LB_bwd_cfs_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfs, 5)
+#endif
+#ifndef CCV_LB_bwd_cfs_bf16
+#define CCV_LB_bwd_cfs_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfs, 5)
 #endif
 #ifndef CCV_LB_bwd_cl_f32
 #define CCV_LB_bwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)

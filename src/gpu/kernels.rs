@@ -10,8 +10,9 @@
 //!   block) / channel-last streaming (4 channels x a run of tokens per thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cl,cls}_{dt}_w{W}`: dx and per-block fp32 dweight/dbias partials into the
-//!   workspace (`cls`: channel-last streaming, simple rows on the vector path; `cl`: tiles);
+//! - `ccv1d_bwd_{cf,cfs,cl,cls}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias partials
+//!   into the workspace (`cfs`: short channel-first rows, several per block; `cls`: channel-last
+//!   streaming, simple rows on the vector path; `cl`: tiles);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
 //! - `ccv1d_update_{dt}_w{W}`: decode update.
@@ -171,7 +172,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "bwd_cls", "update"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -584,9 +585,16 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
     if let Some(g) = &g {
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
-        let km = main_params(&k, g, vec);
-        let family = if g.layout == Layout::ChannelLast && bwd_streams(p) { "cls" } else { g.layout.tag() };
-        v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), g.n_blocks, NT, &km));
+        let mut km = main_params(&k, g, vec);
+        let mut family = if g.layout == Layout::ChannelLast && bwd_streams(p) { "cls" } else { g.layout.tag() };
+        if g.layout == Layout::ChannelFirst {
+            km.rows_log2 = short_rows_log2(inp.batch * inp.dim, inp.seqlen, g, dt);
+            if km.rows_log2 > 0 {
+                family = "cfs";
+                km.n_blocks = ceil_div(inp.batch * inp.dim, 1 << km.rows_log2) * g.n_chunks;
+            }
+        }
+        v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
     }
     // dweight/dbias are always written (zeros when there is no token).
     let nred = inp.dim * (inp.width + 1);
@@ -737,7 +745,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CF_ITEMS"), CF_ITEMS);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_TT"), CL_TT);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cl", "bwd_cls", "update", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -973,7 +981,10 @@ mod tests {
                 let v = bwd_launches(&p, &dev, 0x8000_0000).unwrap();
                 let names: Vec<_> = v.iter().map(|l| l.kernel.clone()).collect();
                 // channel-last: the streaming kernel when every tensor is on the vector path
-                let tag = if lay == 0 { "cf" } else if d % 8 == 0 { "cls" } else { "cl" };
+                // channel-first rows shorter than half a tile: several rows per block
+                let short = lay == 0 && params_of(&v[0]).rows_log2 > 0;
+                assert_eq!(short, lay == 0 && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
+                let tag = if lay == 0 { if short { "cfs" } else { "cf" } } else if d % 8 == 0 { "cls" } else { "cl" };
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}"), "ccv1d_bwd_reduce".to_string()];
                 if w > 1 {
                     want.push("ccv1d_bwd_states_bf16".to_string());
@@ -984,6 +995,9 @@ mod tests {
                 }
                 let km = params_of(&v[0]);
                 assert_eq!(km.n_partials, b * km.n_chunks);
+                if short {
+                    assert_eq!(km.n_blocks, ceil_div(b * d, 1 << km.rows_log2) * km.n_chunks);
+                }
                 assert_eq!(bytes, (km.n_partials * d * (w + 1) * 4) as usize);
                 assert_eq!(km.ws, 0x8000_0000);
                 let kr = params_of(&v[1]);
@@ -1054,7 +1068,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (7 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (8 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

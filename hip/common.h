@@ -16,7 +16,6 @@ namespace {
 // path stays small; weights travel by value (a struct of W floats), never through local memory.
 #define CCV_SLOW __device__ __noinline__
 template <int W> struct WArr { float w[W]; };
-template <bool B> struct BoolTag { static constexpr bool value = B; };  // a compile-time flag as an argument
 
 // ------------------------------------------------------------------ dtype traits
 template <typename T> struct Tr;
@@ -104,7 +103,6 @@ template <> struct QN<float, 2> {
   static CCV_DEV raw pack(const float* f) { return make_uint2(ccv_f2u(f[0]), ccv_f2u(f[1])); }
   static CCV_DEV raw zero() { return make_uint2(0u, 0u); }
 };
-template <typename T> using Q4 = QN<T, 4>;
 
 // run-time dtype (weight, bias, dweight, dbias)
 CCV_DEV float ld_dt(const void* base, int64_t off, int dt) {

@@ -20,7 +20,7 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, 
   constexpr int K = W - 1, CV = CL_CV;
   constexpr int U = sizeof(T) == 4 ? CCV_CL_AHEAD_f32 : CCV_CL_AHEAD_16;
   constexpr int UU = FAST ? U : 1;
-  typedef Q4<T> Q;
+  typedef QN<T, CV> Q;
   const int f = P.flags;
   const bool seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int nc = (int)min((int64_t)CV, P.dim - c);

@@ -300,6 +300,13 @@ impl Case {
             dbdt: DType::F32,
         }
     }
+    /// Initial and final states in, their gradients out (every state path of the call).
+    fn all_states(&mut self) {
+        self.init = true;
+        self.fin = true;
+        self.dfin = true;
+        self.dinit = true;
+    }
     fn nseq(&self) -> usize {
         match &self.cu {
             Some(cu) => cu.len() - 1,
@@ -682,10 +689,7 @@ fn fwd_bwd_long_rows_and_wide_blocks() {
         c.xl = lay;
         c.ol = lay;
         c.act = Act::Silu;
-        c.init = true;
-        c.fin = true;
-        c.dfin = true;
-        c.dinit = true;
+        c.all_states();
         let seed = rng.next();
         // Only the default config (the small ones would be slow here); threads 1 and 2.
         for cfg in [Cfg::new(1), Cfg::new(2)] {
@@ -764,12 +768,9 @@ fn states_short_and_empty_rows() {
                     let lay = rng.pick(&LAYS);
                     let mut c = random_case(&mut rng, w, dt, lay);
                     c.l = l;
-                    c.init = true;
-                    c.fin = true;
+                    c.all_states();
                     c.alias = alias;
                     c.sl = rng.pick(&LAYS);
-                    c.dfin = true;
-                    c.dinit = true;
                     if seq && l > 0 {
                         c.seq = Some((0..c.b).flat_map(|_| random_seq(&mut rng, l)).collect());
                     }
@@ -857,11 +858,8 @@ fn rows_with_state_pool() {
             c.num_slots = c.b + rng.below(3);
             c.slots = Some(random_slots(&mut rng, c.b, c.num_slots));
             c.has_init = rng.coin().then(|| ((0..c.b).map(|_| rng.below(2) as i32).collect(), if rng.coin() { 4 } else { 1 }));
-            c.init = true;
-            c.fin = true;
+            c.all_states();
             c.alias = rng.coin();
-            c.dfin = true;
-            c.dinit = true;
             if rng.coin() && c.l > 0 {
                 c.seq = Some((0..c.b).flat_map(|_| random_seq(&mut rng, c.l)).collect());
             }
@@ -947,10 +945,7 @@ fn wide_isa_matches_baseline() {
             c.xl = lay;
             c.ol = lay;
             c.act = Act::Silu;
-            c.init = true;
-            c.fin = true;
-            c.dfin = true;
-            c.dinit = true;
+            c.all_states();
             if seq {
                 c.seq = Some((0..c.b).flat_map(|_| random_seq(&mut rng, c.l)).collect());
             }

@@ -449,6 +449,20 @@ pub fn short_rows_log2(rows: i64, seqlen: i64, g: &MainGeom, dt: DType) -> i32 {
     r
 }
 
+/// Channel-first short rows (forward and backward `*_cfs_*` kernels): sets the main kernel's
+/// rows_log2 and block count and answers true when the rows are split into sub-blocks.
+fn split_short_rows(km: &mut KParams, inp: &ConvInputs, g: &MainGeom) -> bool {
+    if g.layout != Layout::ChannelFirst {
+        return false;
+    }
+    km.rows_log2 = short_rows_log2(inp.batch * inp.dim, inp.seqlen, g, inp.x.dtype);
+    if km.rows_log2 == 0 {
+        return false;
+    }
+    km.n_blocks = ceil_div(inp.batch * inp.dim, 1 << km.rows_log2) * g.n_chunks;
+    true
+}
+
 /// Launches of a forward call, in order.
 pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
     let inp = &p.inp;
@@ -473,14 +487,7 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
         let mut km = main_params(&k, &g, vec);
-        let mut family = layout.tag();
-        if layout == Layout::ChannelFirst {
-            km.rows_log2 = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, dt);
-            if km.rows_log2 > 0 {
-                family = "cfs";
-                km.n_blocks = ceil_div(inp.batch * inp.dim, 1 << km.rows_log2) * g.n_chunks;
-            }
-        }
+        let family = if split_short_rows(&mut km, inp, &g) { "cfs" } else { layout.tag() };
         v.push(launch(format!("ccv1d_fwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
     }
     if p.final_states.is_some() {
@@ -586,14 +593,13 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
         let mut km = main_params(&k, g, vec);
-        let mut family = if g.layout == Layout::ChannelLast && bwd_streams(p) { "cls" } else { g.layout.tag() };
-        if g.layout == Layout::ChannelFirst {
-            km.rows_log2 = short_rows_log2(inp.batch * inp.dim, inp.seqlen, g, dt);
-            if km.rows_log2 > 0 {
-                family = "cfs";
-                km.n_blocks = ceil_div(inp.batch * inp.dim, 1 << km.rows_log2) * g.n_chunks;
-            }
-        }
+        let family = if split_short_rows(&mut km, inp, g) {
+            "cfs"
+        } else if g.layout == Layout::ChannelLast && bwd_streams(p) {
+            "cls"
+        } else {
+            g.layout.tag()
+        };
         v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
     }
     // dweight/dbias are always written (zeros when there is no token).

@@ -232,9 +232,8 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
   if (!SHORT) {
     block_sum<W + 1, NT>(part, xb, tot);
     if (tid == 0) {
-      float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * P.dim + d) * (W + 1);
 #pragma unroll
-      for (int k = 0; k <= W; ++k) dst[k] = tot[k];
+      for (int k = 0; k <= W; ++k) put_partial<W>(P, b * P.n_chunks + chunk, d, k, tot[k]);
     }
     return;
   }
@@ -252,7 +251,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
       float acc = 0.f;
       for (int t = r * ntr; t < (r + 1) * ntr; ++t) acc += red[t * (W + 1) + k];
       const int64_t dr = rdr % dm, br = rdr / dm;
-      P.ws[((int64_t)(br * P.n_chunks + chunk) * P.dim + dr) * (W + 1) + k] = acc;
+      put_partial<W>(P, br * P.n_chunks + chunk, dr, k, acc);
     }
   }
   (void)tot;

@@ -186,13 +186,12 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
 #pragma unroll
   for (int k = 0; k <= W; ++k) red[(h * CC + cl) * (W + 1) + k] = dw[k];
   __syncthreads();
-  float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * D + c0) * (W + 1);
   for (int i = tid; i < CC * (W + 1); i += NT) {
     if (c0 + i / (W + 1) >= D) break;
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < NH; ++j) s += red[j * CC * (W + 1) + i];
-    dst[i] = s;
+    put_partial<W>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
   }
 }
 
@@ -327,13 +326,12 @@ CCV_DEV void bwd_cls_body(const ccv_params& P) {
 #pragma unroll
     for (int k = 0; k <= W; ++k) red[(lane * CC + grp * CV + ch) * (W + 1) + k] = dw[ch][k];
   __syncthreads();
-  float* dst = P.ws + ((int64_t)(b * P.n_chunks + chunk) * D + c0) * (W + 1);
   for (int i = tid; i < CC * (W + 1); i += NT) {
     if (c0 + i / (W + 1) >= D) break;
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < LANES; ++j) s += red[j * CC * (W + 1) + i];
-    dst[i] = s;
+    put_partial<W>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
   }
 }
 

@@ -506,4 +506,19 @@ CCV_DEV void block_sum(float* v, float* red, float* out) {
   }
 }
 
+// A block's dweight/dbias partial of tap k (k = W: dbias) for channel d and partial row r
+// (= b * n_chunks + chunk) → ws[r, d, k] for bwd_reduce, or, when it is the only partial
+// (CCV_F_DIRECT: n_partials = 1, kernels.rs launches no reduce), straight into dweight/dbias as
+// the reduce would store it (0 + v: the same bits, -0 included).
+template <int W>
+CCV_DEV void put_partial(const ccv_params& P, int64_t r, int64_t d, int k, float v) {
+  if (!(P.flags & CCV_F_DIRECT)) {
+    P.ws[(r * P.dim + d) * (W + 1) + k] = v;
+  } else if (k < W) {
+    st_dt(P.dweight, d * P.dw_s[0] + k * P.dw_s[1], P.dw_dtype, 0.f + v);
+  } else if (P.flags & CCV_F_DBIAS) {
+    st_dt(P.dbias, d * P.dbias_s, P.db_dtype, 0.f + v);
+  }
+}
+
 }  // namespace

@@ -1,14 +1,14 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cfs, bwd_cl,
-//                                      bwd_cls (simple channel-last rows), update
+//                                      bwd_cls (simple channel-last rows), update, step (staged decode step)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs fwd_cl.hip: fwd_cl
 //   bwd_cf.hip: bwd_cf, bwd_cfs bwd_cl.hip: bwd_cl, bwd_cls
-//   misc.hip:   update, fwd_states, bwd_states, bwd_reduce
+//   misc.hip:   update, step, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
 
@@ -41,6 +41,7 @@
 #define CCV_NT_bwd_cl 128
 #define CCV_NT_bwd_cls 128
 #define CCV_NT_update 128
+#define CCV_NT_step 128
 #define CCV_NT_fwd_states 128
 #define CCV_NT_bwd_states 128
 #define CCV_NT_bwd_reduce 256
@@ -128,6 +129,15 @@
 #ifndef CCV_LB_update_bf16
 #define CCV_LB_update_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
 #endif
+#ifndef CCV_LB_step_f32
+#define CCV_LB_step_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)
+#endif
+#ifndef CCV_LB_step_f16
+#define CCV_LB_step_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)
+#endif
+#ifndef CCV_LB_step_bf16
+#define CCV_LB_step_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)
+#endif
 
 // 16-byte loads a thread issues before storing them while staging a channel-last tile
 // (stage_cl in common.h), per family and x element size: fewer keep registers down so more blocks
@@ -159,6 +169,11 @@
 #ifndef CCV_CL_BWD_CV_16
 #define CCV_CL_BWD_CV_16 4
 #endif
+
+// Staged decode step (step_body in misc.hip): shared-memory bytes and the most batch rows
+// per block. kernels.rs mirrors both (UPD_SMEM, UPD_ROWS).
+#define CCV_UPD_SMEM 12288
+#define CCV_UPD_ROWS 8
 
 // Tile shapes (kernels.rs mirrors them: CF_ITEMS, CL_TT, CL_CC).
 // channel-first: a tile is NT threads x ITEMS vectors of 16 bytes along L

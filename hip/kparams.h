@@ -24,6 +24,8 @@
 #define CCV_F_DBIAS (1 << 11)      // dbias wanted
 #define CCV_F_CACHE_SEQLENS (1 << 12)  // update: cache_seqlens given (circular buffer)
 #define CCV_F_STATES_ANY (1 << 13)     // some state tensor exists: slot >= num_slots skips
+#define CCV_F_DIRECT (1 << 14)         // bwd: one partial row; dweight/dbias stored by the main kernel
+#define CCV_F_STEP_PM (1 << 15)        // step: conv_state slots position-major ([state_len, D], channels contiguous)
 
 struct ccv_params {
   // ---- data pointers (device addresses; NULL when absent) -------------------------- offset 0

@@ -81,6 +81,12 @@ CCV_DEV void update_row(const ccv_params& P, int64_t b, int64_t d, const float* 
   }
 }
 
+// Offset of row b's conv_state slot, or -1 for a padding row (slot < 0 or out of the pool).
+CCV_DEV int64_t update_slot_off(const ccv_params& P, int64_t b) {
+  const int64_t slot = (P.flags & CCV_F_STATE_IDX) ? (int64_t)P.state_idx[b * P.si_s] : b;
+  return (slot < 0 || slot >= P.num_slots) ? -1 : slot * P.cs_s[0];
+}
+
 template <typename T, int W>
 CCV_DEV void update_body(const ccv_params& P) {
   const uint32_t blk = block_linear();
@@ -93,6 +99,163 @@ CCV_DEV void update_body(const ccv_params& P) {
   float w[W], bias;
   load_weights<W>(P, d, w, bias);
   for (int64_t b = b0; b < b1; ++b) update_row<T, W>(P, b, d, w, bias);
+}
+
+// ---------------------------------------------------------------- step (the staged decode step)
+// kernels.rs picks this family over `update` when S == 1, there is no cache_seqlens, each slot's
+// state is contiguous — channel-major [D, state_len] or position-major [state_len, D] (vLLM's
+// newer layout; CCV_F_STEP_PM) — and P.chunk rows of CCV_NT_step channels fit CCV_UPD_SMEM bytes.
+// Its own kernel so that update's general paths do not set its registers (40 against 63-118).
+// Block = P.chunk batch rows x CCV_NT_step channels. The block's state is a few contiguous runs
+// per row, copied into shared memory with 16-byte loads (CCV_F_VEC) and back with 16-byte stores;
+// every load of every row (state, x, weights) is issued before any store, which keeps a whole
+// block's traffic in flight (`update` waits on each row's few state bytes in turn: 2.7x the byte
+// floor at B = 256).
+
+// The block's state, rows b0.. b0+nrows, channels c0.. c0+n: channel-major = one run of n*sl
+// elements per row, position-major = sl runs of n; shared memory holds row r at r * NT * sl, run j
+// at j * NT. Vector q of the block (16 bytes, CCV_F_VEC) -> its global and shared addresses; false
+// for a padding row. Element-wise copies (no CCV_F_VEC, or a run's tail) use step_elem.
+struct StepRuns {
+  int runs, len, nv, tail;
+  int64_t grun;  // global elements between runs
+  int srun;      // shared elements between runs
+};
+template <typename T>
+CCV_DEV StepRuns step_runs(const ccv_params& P, int n, int sl, bool pm) {
+  StepRuns R;
+  R.runs = pm ? sl : 1;
+  R.len = pm ? n : n * sl;
+  R.nv = (P.flags & CCV_F_VEC) ? R.len / (16 / (int)sizeof(T)) : 0;
+  R.tail = R.len - R.nv * (16 / (int)sizeof(T));
+  R.grun = pm ? P.cs_s[2] : 0;
+  R.srun = pm ? CCV_NT_step : 0;
+  return R;
+}
+// i / m for 0 <= i < 2^16 and 0 < m < 2^16 without an integer division (~25 instructions): the
+// float quotient is at least 0.5/m away from the next integer, far more than its rounding error
+CCV_DEV int small_div(int i, int m) { return (int)(((float)i + 0.5f) * __frcp_rn((float)m)); }
+
+// element e of run rj = r * runs + j: global and shared offsets (elements)
+template <typename T>
+CCV_DEV bool step_at(const ccv_params& P, const StepRuns& R, int64_t b0, int64_t c0, int sl, bool pm, int rj, int e,
+                     int64_t& go, int& so) {
+  const int r = small_div(rj, R.runs), j = rj - r * R.runs;
+  const int64_t o = update_slot_off(P, b0 + r);
+  go = o + c0 * (pm ? 1 : sl) + j * R.grun + e;
+  so = r * CCV_NT_step * sl + j * R.srun + e;
+  return o >= 0;
+}
+
+// global -> shared, state and x (xsm[r * NT + t]): every load of the thread is issued before the
+// first shared store (a load followed by its store waits a memory round trip each)
+template <typename T>
+CCV_DEV void step_load(const ccv_params& P, T* sm, T* xsm, int64_t b0, int nrows, int64_t c0, int n, int sl, bool pm) {
+  constexpr int V = 16 / sizeof(T), NQ = CCV_UPD_SMEM / 16 / CCV_NT_step;
+  const StepRuns R = step_runs<T>(P, n, sl, pm);
+  const T* cs = (const T*)P.conv_state;
+  const int t = threadIdx.x;
+  const int64_t d = c0 + t;
+  T xv[CCV_UPD_ROWS];
+#pragma unroll
+  for (int r = 0; r < CCV_UPD_ROWS; ++r)
+    if (r < nrows && t < n) xv[r] = ((const T*)P.x)[(b0 + r) * P.x_s[0] + d * P.x_s[1]];
+  ccv_vec16 buf[NQ];
+  int sofs[NQ];
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    const int i = threadIdx.x + q * CCV_NT_step;
+    sofs[q] = -1;
+    if (i < nrows * R.runs * R.nv) {
+      const int rj = small_div(i, R.nv);
+      int64_t go;
+      int so;
+      if (step_at<T>(P, R, b0, c0, sl, pm, rj, (i - rj * R.nv) * V, go, so)) {
+        buf[q] = ccv_ld16(cs + go);
+        sofs[q] = so;
+      }
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < NQ; ++q)
+    if (sofs[q] >= 0) *(ccv_vec16*)(sm + sofs[q]) = buf[q];
+#pragma unroll
+  for (int r = 0; r < CCV_UPD_ROWS; ++r)
+    if (r < nrows && t < n) xsm[r * CCV_NT_step + t] = xv[r];
+  for (int i = threadIdx.x; i < nrows * R.runs * R.tail; i += CCV_NT_step) {
+    const int rj = small_div(i, R.tail);
+    int64_t go;
+    int so;
+    if (step_at<T>(P, R, b0, c0, sl, pm, rj, R.nv * V + (i - rj * R.tail), go, so)) sm[so] = cs[go];
+  }
+}
+
+// shared -> global
+template <typename T>
+CCV_DEV void step_store(const ccv_params& P, const T* sm, int64_t b0, int nrows, int64_t c0, int n, int sl, bool pm) {
+  constexpr int V = 16 / sizeof(T);
+  const StepRuns R = step_runs<T>(P, n, sl, pm);
+  T* cs = (T*)P.conv_state;
+  for (int i = threadIdx.x; i < nrows * R.runs * R.nv; i += CCV_NT_step) {
+    const int rj = small_div(i, R.nv);
+    int64_t go;
+    int so;
+    if (step_at<T>(P, R, b0, c0, sl, pm, rj, (i - rj * R.nv) * V, go, so)) ccv_st16(cs + go, *(const ccv_vec16*)(sm + so));
+  }
+  for (int i = threadIdx.x; i < nrows * R.runs * R.tail; i += CCV_NT_step) {
+    const int rj = small_div(i, R.tail);
+    int64_t go;
+    int so;
+    if (step_at<T>(P, R, b0, c0, sl, pm, rj, R.nv * V + (i - rj * R.tail), go, so)) cs[go] = sm[so];
+  }
+}
+
+template <typename T, int W>
+CCV_DEV void step_body(const ccv_params& P) {
+  constexpr int K = W - 1;
+  constexpr int NT = CCV_NT_step;
+  __shared__ float4 smem4[CCV_UPD_SMEM / 16];
+  __shared__ T xsm[CCV_UPD_ROWS * NT];
+  T* sm = (T*)smem4;
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nct = (uint32_t)P.n_ctiles;
+  const int64_t c0 = (int64_t)(blk % nct) * NT;
+  const int64_t b0 = (int64_t)(blk / nct) * P.chunk;
+  const int nrows = (int)min((int64_t)CCV_UPD_ROWS, min(P.chunk, P.batch - b0));
+  const int n = (int)min((int64_t)NT, P.dim - c0);
+  const int sl = (int)P.state_len;
+  const bool pm = P.flags & CCV_F_STEP_PM;
+  const int t = threadIdx.x;
+  const int64_t d = c0 + t;
+  float w[W], bias = 0.f;
+  if (t < n) load_weights<W>(P, d, w, bias);
+  // x goes through shared memory too, so that the row loop below need not be unrolled
+  // (unrolled over registers it took up to 128 registers)
+  step_load<T>(P, sm, xsm, b0, nrows, c0, n, sl, pm);
+  __syncthreads();
+  if (t < n) {
+    const bool silu = P.flags & CCV_F_SILU;
+    const int es_t = pm ? 1 : sl, es_j = pm ? NT : 1;  // element (t, j) of a row
+#pragma unroll 1
+    for (int r = 0; r < nrows; ++r) {
+      const int64_t orow = (b0 + r) * P.out_s[0] + d * P.out_s[1];
+      if (update_slot_off(P, b0 + r) < 0) {
+        stf<T>(P.out, orow, 0.f);
+        continue;
+      }
+      T* st = sm + r * NT * sl + t * es_t;
+      const T xr = xsm[r * NT + t];
+      float acc = bias + w[K] * Tr<T>::to_f(xr);
+#pragma unroll
+      for (int k = 0; k < K; ++k) acc += w[k] * Tr<T>::to_f(st[(sl - K + k) * es_j]);
+      for (int j = 0; j + 1 < sl; ++j) st[j * es_j] = st[(j + 1) * es_j];  // shift by one token (raw bits)
+      st[(sl - 1) * es_j] = xr;
+      stf<T>(P.out, orow, act_f(acc, silu));
+    }
+  }
+  __syncthreads();
+  step_store<T>(P, sm, b0, nrows, c0, n, sl, pm);
 }
 
 // ---------------------------------------------------------------- states
@@ -218,6 +381,7 @@ CCV_DEV void bwd_reduce_body(const ccv_params& P) {
 }
 
 CCV_INSTANTIATE_W(update)
+CCV_INSTANTIATE_W(step)
 CCV_INSTANTIATE_D(fwd_states)
 CCV_INSTANTIATE_D(bwd_states)
 CCV_EXTERN_KERNEL void CCV_LAUNCH_BOUNDS(CCV_NT_bwd_reduce) ccv1d_bwd_reduce(CCV_GRID_CONST ccv_params P) { bwd_reduce_body(P); }

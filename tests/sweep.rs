@@ -201,8 +201,13 @@ fn gen_update(rng: &mut Rng, i: usize) -> UpdCfg {
     let k = width - 1;
     let xdt = FLOATS[(i / 8) % 3];
     let kind = KINDS[(i / 24) % 3];
-    let batch = rng.range(1, 5);
-    let dim = rng.pick(&[1, 2, 3, 7, 8, 16, 33, 64]);
+    let (batch, dim) = if rng.chance(0.15) {
+        // decode-sized: several 128-channel tiles (with a tail) and, on a GPU, several batch
+        // rows per block of the staged one-token step (ccv1d_step_*)
+        (rng.range(300, 1200), rng.pick(&[129, 250, 256, 300]))
+    } else {
+        (rng.range(1, 5), rng.pick(&[1, 2, 3, 7, 8, 16, 33, 64]))
+    };
     let with_cache = rng.chance(0.5);
     let mut state_len = k + rng.pick(&[0, 0, 1, 2, 5]);
     if state_len == 0 && with_cache {

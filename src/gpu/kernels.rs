@@ -15,7 +15,7 @@
 //!   streaming, simple rows on the vector path; `cl`: tiles);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
-//! - `ccv1d_update_{dt}_w{W}`: decode update.
+//! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_step_{dt}_w{W}`: its staged one-token step.
 
 use super::launch::{DeviceInfo, Launch};
 use crate::error::*;
@@ -43,6 +43,8 @@ pub const F_DINIT: i32 = 1 << 10;
 pub const F_DBIAS: i32 = 1 << 11;
 pub const F_CACHE_SEQLENS: i32 = 1 << 12;
 pub const F_STATES_ANY: i32 = 1 << 13;
+pub const F_DIRECT: i32 = 1 << 14;
+pub const F_STEP_PM: i32 = 1 << 15;
 
 /// The kernels' single argument. Field for field `struct ccv_params` of `hip/kparams.h`
 /// (584 bytes; both sides assert the size and a few offsets).
@@ -137,6 +139,10 @@ pub const CF_ITEMS: i64 = 2;
 /// Channel-last tile: tokens x channels (`CCV_CL_TT`, `CCV_CL_CC`).
 pub const CL_TT: i64 = 64;
 pub const CL_CC: i64 = 64;
+/// Staged decode step: shared-memory bytes per block and most batch rows per block
+/// (`CCV_UPD_SMEM`, `CCV_UPD_ROWS`).
+pub const UPD_SMEM: i64 = 12288;
+pub const UPD_ROWS: i64 = 8;
 /// A block walks at most this many tiles of its row (bounds the serial part of a block).
 const MAX_TILES_PER_BLOCK: i64 = 16;
 /// Resident 128-thread blocks per multiprocessor assumed when sizing chunks (about 2 waves).
@@ -172,7 +178,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -553,13 +559,22 @@ fn bwd_partials(p: &BwdPlan, g: &Option<MainGeom>) -> i64 {
     g.map(|g| p.inp.batch * g.n_chunks).unwrap_or(0)
 }
 
+/// One partial row (batch 1, one chunk): the main kernel stores dweight/dbias itself
+/// (`CCV_F_DIRECT`), with no workspace and no reduce launch (a launch is ~2 µs of a small call).
+fn bwd_direct(n_partials: i64) -> bool {
+    n_partials == 1
+}
+
 /// Workspace bytes `bwd_launches` needs: fp32 partials `[batch * n_chunks, dim, width + 1]`.
-/// 0 when there is nothing to reduce. Same (plan, device) → same size and the same summation
+/// 0 when there is nothing to reduce or a single partial row (stored directly). Same (plan, device) → same size and the same summation
 /// order, so dweight/dbias are bitwise reproducible.
 pub fn bwd_workspace_bytes(p: &BwdPlan, dev: &DeviceInfo) -> usize {
     match bwd_geometry(p, dev) {
         Ok(g) => {
             let n = bwd_partials(p, &g);
+            if bwd_direct(n) {
+                return 0;
+            }
             (n.max(0) as usize)
                 .saturating_mul(p.inp.dim.max(0) as usize)
                 .saturating_mul(p.inp.width.max(0) as usize + 1)
@@ -584,11 +599,15 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
     let dt = inp.x.dtype;
     let g = bwd_geometry(p, dev)?;
     let n_partials = bwd_partials(p, &g);
-    if n_partials > 0 && workspace == 0 {
+    let direct = bwd_direct(n_partials);
+    if n_partials > 0 && !direct && workspace == 0 {
         bail!(CCV1D_ERR_WORKSPACE, "backward needs a workspace of {} bytes", bwd_workspace_bytes(p, dev));
     }
-    k.ws = workspace as u64;
+    k.ws = if direct { 0 } else { workspace as u64 };
     k.n_partials = n_partials;
+    if direct {
+        k.flags |= F_DIRECT;
+    }
     if let Some(g) = &g {
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
@@ -602,14 +621,17 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
         };
         v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
     }
-    // dweight/dbias are always written (zeros when there is no token).
-    let nred = inp.dim * (inp.width + 1);
-    if nred > MAX_BLOCKS {
-        bail!(CCV1D_ERR_OVERFLOW, "dim too large");
+    // dweight/dbias are always written (zeros when there is no token): by the main kernel when
+    // direct, else by the reduce kernel.
+    if !direct {
+        let nred = inp.dim * (inp.width + 1);
+        if nred > MAX_BLOCKS {
+            bail!(CCV1D_ERR_OVERFLOW, "dim too large");
+        }
+        let mut kr = k;
+        kr.n_blocks = ceil_div(nred, NT_REDUCE as i64);
+        v.push(launch("ccv1d_bwd_reduce".to_string(), kr.n_blocks, NT_REDUCE, &kr));
     }
-    let mut kr = k;
-    kr.n_blocks = ceil_div(nred, NT_REDUCE as i64);
-    v.push(launch("ccv1d_bwd_reduce".to_string(), kr.n_blocks, NT_REDUCE, &kr));
     if p.dinitial_states.is_some() && inp.batch > 0 {
         v.extend(states_launch(format!("ccv1d_bwd_states_{}", dt_name(dt)), &k));
     }
@@ -666,16 +688,68 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     k.state_len = p.state_len;
     k.width = p.width as i32;
     k.n_ctiles = ceil_div(p.dim, NT as i64);
-    // Batch rows per thread (`chunk`): 1 while the grid is at most about one wave of blocks,
-    // else enough rows to bring it back to one wave (weights loaded once per thread), at most 8.
     let wave = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
-    k.chunk = (p.batch.saturating_mul(k.n_ctiles) / wave).clamp(1, 8);
+    let family = if let Some((rows, pm)) = staged_rows(p, wave / 2) {
+        // The staged decode step: `chunk` batch rows per block, all loaded before any store.
+        k.chunk = rows;
+        let es = p.conv_state.dtype.size() as i64;
+        let s = p.conv_state.stride;
+        let run_aligned = !pm || p.state_len == 1 || s[2].wrapping_mul(es) % 16 == 0;
+        if p.conv_state.addr % 16 == 0 && s[0].wrapping_mul(es) % 16 == 0 && run_aligned {
+            k.flags |= F_VEC;
+        }
+        if pm {
+            k.flags |= F_STEP_PM;
+        }
+        "step"
+    } else {
+        // Batch rows per thread (`chunk`): 1 while the grid is at most about one wave of blocks,
+        // else enough rows to bring it back to one wave (weights loaded once per thread), at most 8.
+        k.chunk = (p.batch.saturating_mul(k.n_ctiles) / wave).clamp(1, 8);
+        "update"
+    };
     k.n_blocks = ceil_div(p.batch, k.chunk).saturating_mul(k.n_ctiles);
     if k.n_blocks > MAX_BLOCKS {
         bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch");
     }
-    v.push(launch(format!("ccv1d_update_{}_w{}", dt_name(p.x.dtype), p.width), k.n_blocks, NT, &k));
+    v.push(launch(format!("ccv1d_{family}_{}_w{}", dt_name(p.x.dtype), p.width), k.n_blocks, NT, &k));
     Ok(v)
+}
+
+/// Batch rows per block of the staged decode step (`ccv1d_step_*`, hip/misc.hip) and whether
+/// its slots are position-major, or None when the call needs the general kernel: more than one
+/// new token, a circular buffer, or a slot that is neither a contiguous `[dim, state_len]`
+/// block (channel-major) nor `state_len` runs of `dim` contiguous channels (position-major).
+/// Also None while one-row blocks would fit in `resident` blocks (about what stays resident at
+/// the kernel's occupancy): there the general kernel is faster (H100, B = 1, D = 5376: 2.3 µs
+/// against 3.2). Rows: enough that the grid is at most `resident` blocks, at most what `UPD_SMEM`
+/// holds and `UPD_ROWS`; `CCV1D_STEP_ROWS` overrides the first part (a tuning knob for
+/// `ccv1d bench`).
+fn staged_rows(p: &UpdatePlan, resident: i64) -> Option<(i64, bool)> {
+    let sl = p.state_len;
+    let s = &p.conv_state.stride;
+    let channel_major = s[2] == 1 && (s[1] == sl || p.dim == 1);
+    let position_major = !channel_major && s[1] == 1 && (sl == 1 || s[2] >= p.dim);
+    if p.seqlen != 1 || p.cache_seqlens.is_some() || !(channel_major || position_major) || sl < (p.width - 1).max(1) {
+        return None;
+    }
+    let row_bytes = (NT as i64).checked_mul(sl)?.checked_mul(p.conv_state.dtype.size() as i64)?;
+    let fit = UPD_SMEM / row_bytes;
+    if fit < 1 {
+        return None;
+    }
+    let tiles = ceil_div(p.dim, NT as i64);
+    if p.batch.saturating_mul(tiles) <= resident {
+        return None;
+    }
+    let groups = (resident / tiles).max(1);
+    let rows = step_rows_knob().unwrap_or_else(|| ceil_div(p.batch, groups));
+    Some((rows.clamp(1, fit.min(UPD_ROWS)), position_major))
+}
+
+fn step_rows_knob() -> Option<i64> {
+    static KNOB: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| std::env::var("CCV1D_STEP_ROWS").ok()?.trim().parse().ok())
 }
 
 // ------------------------------------------------------------------ tests
@@ -740,6 +814,9 @@ mod tests {
             ("CCV_F_INIT", F_INIT), ("CCV_F_FINAL", F_FINAL), ("CCV_F_STATE_IDX", F_STATE_IDX), ("CCV_F_HAS_INIT", F_HAS_INIT),
             ("CCV_F_VEC", F_VEC), ("CCV_F_DFINAL", F_DFINAL), ("CCV_F_DINIT", F_DINIT), ("CCV_F_DBIAS", F_DBIAS),
             ("CCV_F_CACHE_SEQLENS", F_CACHE_SEQLENS), ("CCV_F_STATES_ANY", F_STATES_ANY),
+            ("CCV_F_DIRECT", F_DIRECT),
+            ("CCV_F_STEP_PM", F_STEP_PM),
+
             ("CCV_DT_F32", DT_F32), ("CCV_DT_F16", DT_F16), ("CCV_DT_BF16", DT_BF16),
         ];
         for (n, v) in flags {
@@ -751,7 +828,9 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CF_ITEMS"), CF_ITEMS);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_TT"), CL_TT);
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "fwd_states", "bwd_states"] {
+        assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
+        assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -976,7 +1055,7 @@ mod tests {
 
     #[test]
     fn bwd_launches_and_workspace() {
-        for (lay, (b, d, l)) in [(0, (4, 5376, 4096)), (1, (8, 2048, 1024)), (0, (2, 3, 7)), (1, (1, 70, 1))] {
+        for (lay, (b, d, l)) in [(0, (4, 5376, 4096)), (1, (8, 2048, 1024)), (0, (2, 3, 7)), (1, (1, 70, 1)), (0, (1, 32, 64))] {
             for w in [1, 4, 8] {
                 let st = if lay == 0 { cf(b, d, l) } else { cl(b, d, l) };
                 let mut p = bwd_plan(inputs(DType::BF16, b, d, l, w, st));
@@ -991,7 +1070,13 @@ mod tests {
                 let short = lay == 0 && params_of(&v[0]).rows_log2 > 0;
                 assert_eq!(short, lay == 0 && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
                 let tag = if lay == 0 { if short { "cfs" } else { "cf" } } else if d % 8 == 0 { "cls" } else { "cl" };
-                let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}"), "ccv1d_bwd_reduce".to_string()];
+                // batch 1 in one chunk: dweight/dbias stored by the main kernel, no reduce
+                let direct = b * params_of(&v[0]).n_chunks == 1;
+                assert_eq!(direct, b == 1);
+                let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}")];
+                if !direct {
+                    want.push("ccv1d_bwd_reduce".to_string());
+                }
                 if w > 1 {
                     want.push("ccv1d_bwd_states_bf16".to_string());
                 }
@@ -1004,6 +1089,12 @@ mod tests {
                 if short {
                     assert_eq!(km.n_blocks, ceil_div(b * d, 1 << km.rows_log2) * km.n_chunks);
                 }
+                if direct {
+                    assert_eq!((bytes, km.ws, km.flags & F_DIRECT), (0, 0, F_DIRECT));
+                    assert_eq!(bwd_launches(&p, &dev, 0).unwrap()[0].params, v[0].params, "no workspace needed");
+                    continue;
+                }
+                assert_eq!(km.flags & F_DIRECT, 0);
                 assert_eq!(bytes, (km.n_partials * d * (w + 1) * 4) as usize);
                 assert_eq!(km.ws, 0x8000_0000);
                 let kr = params_of(&v[1]);
@@ -1062,10 +1153,42 @@ mod tests {
         let k = params_of(&v[0]);
         assert_eq!((k.n_ctiles, k.n_blocks, k.state_len, k.num_slots), (3, 15, 3, 9));
         assert_eq!(k.chunk, 1, "a small grid keeps one batch row per thread");
-        // Decode at B = 256, D = 5376 on 132 SMs: 10752 one-row blocks are ~5 waves -> 5 rows per thread.
+        assert_eq!(v[0].kernel, "ccv1d_update_f16_w4", "two new tokens and a circular buffer: the general kernel");
+        // One token per row and contiguous slots: the staged step. Decode at B = 256, D = 5376 on
+        // 132 SMs: 42 channel tiles, 1056 resident blocks -> 25 row groups -> 11 rows, capped at 8.
         let big = UpdatePlan { batch: 256, dim: 5376, seqlen: 1, num_slots: 256, cache_seqlens: None, conv_state_indices: None, ..p };
-        let kb = params_of(&update_launches(&big, &h100()).unwrap()[0]);
-        assert_eq!((kb.n_ctiles, kb.chunk, kb.n_blocks), (42, 5, 52 * 42));
+        let big = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 3, 3, 1]), ..big };
+        let lb = &update_launches(&big, &h100()).unwrap()[0];
+        assert_eq!(lb.kernel, "ccv1d_step_f16_w4");
+        check_grid(lb);
+        let kb = params_of(lb);
+        assert_eq!((kb.n_ctiles, kb.chunk, kb.n_blocks), (42, 8, 32 * 42));
+        assert_ne!(kb.flags & F_VEC, 0);
+        // a slot stride that is not a 16-byte multiple: staged, element copies
+        let odd = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 3 + 1, 3, 1]), ..big };
+        let lo = &update_launches(&odd, &h100()).unwrap()[0];
+        assert_eq!((lo.kernel.as_str(), params_of(lo).flags & F_VEC), ("ccv1d_step_f16_w4", 0));
+        // f32, state_len 24: one 128-channel row is 12 KiB -> 1 row per block; 25 would not fit
+        let f32x = view(0x1000, DType::F32, [5376, 1, 1]);
+        let wide = UpdatePlan { x: f32x, out: f32x, state_len: 24, conv_state: view(0x3000, DType::F32, [5376 * 24, 24, 1]), ..big };
+        let lw = &update_launches(&wide, &h100()).unwrap()[0];
+        assert_eq!((lw.kernel.as_str(), params_of(lw).chunk), ("ccv1d_step_f32_w4", 1));
+        let wider = UpdatePlan { state_len: 25, conv_state: view(0x3000, DType::F32, [5376 * 25, 25, 1]), ..wide };
+        assert_eq!(update_launches(&wider, &h100()).unwrap()[0].kernel, "ccv1d_update_f32_w4");
+        // a grid of one-row blocks that fits at once (B = 25 x 42 tiles <= 1056): the general kernel
+        let b25 = UpdatePlan { batch: 25, ..big };
+        assert_eq!(update_launches(&b25, &h100()).unwrap()[0].kernel, "ccv1d_update_f16_w4");
+        let b26 = UpdatePlan { batch: 26, ..big };
+        assert_eq!(params_of(&update_launches(&b26, &h100()).unwrap()[0]).chunk, 2);
+        // position-major slots ([state_len, D], channels contiguous): the step kernel
+        let pmv = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 3, 1, 5376]), ..big };
+        let lp = &update_launches(&pmv, &h100()).unwrap()[0];
+        assert_eq!((lp.kernel.as_str(), params_of(lp).flags & (F_STEP_PM | F_VEC)), ("ccv1d_step_f16_w4", F_STEP_PM | F_VEC));
+        let pm_odd = UpdatePlan { conv_state: view(0x3000, DType::F16, [5377 * 3, 1, 5377]), ..big };
+        assert_eq!(params_of(&update_launches(&pm_odd, &h100()).unwrap()[0]).flags & (F_STEP_PM | F_VEC), F_STEP_PM);
+        // a strided state (channel stride != state_len): the general kernel
+        let strided = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 4, 4, 1]), ..big };
+        assert_eq!(update_launches(&strided, &h100()).unwrap()[0].kernel, "ccv1d_update_f16_w4");
         assert_eq!(k.flags, F_STATES_ANY | F_CACHE_SEQLENS | F_STATE_IDX);
         assert_eq!(k.x, k.out);
         assert_eq!(k.w_dtype, DT_BF16);
@@ -1074,7 +1197,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (8 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (9 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

@@ -10,7 +10,7 @@ for row in "$@"; do
   set -- $row
   echo "=================== $row"
   ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section MemoryWorkloadAnalysis -k "regex:ccv1d_(update|fwd_c|bwd_c)" --launch-skip 1 --launch-count 1 \
+      --section MemoryWorkloadAnalysis -k "regex:ccv1d_(update|step|fwd_c|bwd_c)" --launch-skip 1 --launch-count 1 \
       "$BIN/ccv1d" bench --backend gpu --timing events --warmup 1 --iters 1 --preset "$1" --filter "$2" --op "$3" --dtype "$4" --layout "$5" 2>&1 \
     | grep -vE "^==PROF==|^\s*$|----" | grep -E "ccv1d_|Throughput|Duration|Registers|Achieved Occupancy|Theoretical Occupancy|Block Limit|Shared Memory Config|Dynamic Shared|Static Shared|Warp Cycles Per Issued|Stall|Issued Warp|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Grid Size|Waves Per SM|OPT|est. speedup" | cut -c1-160
 done

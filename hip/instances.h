@@ -1,14 +1,14 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cfs, bwd_cl,
-//                                      bwd_cls (simple channel-last rows), update, step (staged decode step)
+//                                      bwd_cls (simple channel-last rows), update, step (staged decode step), stepv (decode step in registers)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs fwd_cl.hip: fwd_cl
 //   bwd_cf.hip: bwd_cf, bwd_cfs bwd_cl.hip: bwd_cl, bwd_cls
-//   misc.hip:   update, step, fwd_states, bwd_states, bwd_reduce
+//   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
 
@@ -42,6 +42,7 @@
 #define CCV_NT_bwd_cls 128
 #define CCV_NT_update 128
 #define CCV_NT_step 128
+#define CCV_NT_stepv 128
 #define CCV_NT_fwd_states 128
 #define CCV_NT_bwd_states 128
 #define CCV_NT_bwd_reduce 256
@@ -134,6 +135,15 @@
 #endif
 #ifndef CCV_LB_step_f16
 #define CCV_LB_step_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)
+#endif
+#ifndef CCV_LB_stepv_f32
+#define CCV_LB_stepv_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_stepv)
+#endif
+#ifndef CCV_LB_stepv_f16
+#define CCV_LB_stepv_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_stepv)
+#endif
+#ifndef CCV_LB_stepv_bf16
+#define CCV_LB_stepv_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_stepv)
 #endif
 #ifndef CCV_LB_step_bf16
 #define CCV_LB_step_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)

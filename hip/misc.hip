@@ -258,6 +258,90 @@ CCV_DEV void step_body(const ccv_params& P) {
   step_store<T>(P, sm, b0, nrows, c0, n, sl, pm);
 }
 
+// ---------------------------------------------------------------- stepv (the decode step in registers)
+// The common decode step — one token, no cache_seqlens, state_len = W-1 or W, slots contiguous
+// (channel-major or position-major), 4 channels per thread on the vector path everywhere (dim % 4
+// == 0; kernels.rs checks every alignment) — without shared memory: thread = (batch row, 4
+// channels); it loads its state_len state vectors, x and its weights at once, computes, and stores
+// the shifted state; the shift is a register permutation known at compile time. One memory round
+// trip per thread and no barrier (the staged `step` kernel has two per block).
+template <typename T, int W, int SL, bool PM>
+CCV_DEV void stepv_sl(const ccv_params& P, int64_t b, int64_t d0) {
+  constexpr bool pm = PM;  // compile-time: register arrays are indexed by it
+  constexpr int K = W - 1, C = 4;
+  typedef QN<T, C> Q;
+  const int64_t orow = b * P.out_s[0] + d0;
+  const int64_t o = update_slot_off(P, b);
+  const bool silu = P.flags & CCV_F_SILU;
+  if (o < 0) {  // padding row
+    float z[C] = {0.f, 0.f, 0.f, 0.f};
+    Q::st((T*)P.out + orow, Q::pack(z));
+    return;
+  }
+  T* cs = (T*)P.conv_state + o + (pm ? d0 : d0 * SL);
+  // vector q: position-major = position q of the 4 channels; channel-major = elements [4q, 4q+4)
+  // of the channels' concatenated SL-long rows
+  typename Q::raw raw[SL];
+#pragma unroll
+  for (int q = 0; q < SL; ++q) raw[q] = Q::ld(cs + (pm ? q * P.cs_s[2] : q * C));
+  const typename Q::raw xr = Q::ld((const T*)P.x + b * P.x_s[0] + d0);
+  float w[C][W], bias[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) load_weights<W>(P, d0 + c, w[c], bias[c]);
+  float st[SL * C], xv[C];  // st[c * SL + j] = position j of channel c
+  Q::unpack(xr, xv);
+#pragma unroll
+  for (int q = 0; q < SL; ++q) {
+    float f[C];
+    Q::unpack(raw[q], f);
+#pragma unroll
+    for (int e = 0; e < C; ++e) st[pm ? e * SL + q : q * C + e] = f[e];
+  }
+  float out[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    float acc = bias[c] + w[c][K] * xv[c];
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc += w[c][k] * st[c * SL + SL - K + k];
+    out[c] = act_f(acc, silu);
+  }
+  Q::st((T*)P.out + orow, Q::pack(out));
+  float ns[SL * C];  // shifted by one token
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+#pragma unroll
+    for (int j = 0; j + 1 < SL; ++j) ns[c * SL + j] = st[c * SL + j + 1];
+    ns[c * SL + SL - 1] = xv[c];
+  }
+#pragma unroll
+  for (int q = 0; q < SL; ++q) {
+    float f[C];
+#pragma unroll
+    for (int e = 0; e < C; ++e) f[e] = ns[pm ? e * SL + q : q * C + e];
+    Q::st(cs + (pm ? q * P.cs_s[2] : q * C), Q::pack(f));
+  }
+}
+
+template <typename T, int W>
+CCV_DEV void stepv_body(const ccv_params& P) {
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nct = (uint32_t)P.n_ctiles;
+  const int64_t d0 = ((int64_t)(blk % nct) * CCV_NT_stepv + threadIdx.x) * 4;
+  const int64_t b = blk / nct;
+  if (d0 >= P.dim || W < 2) return;
+  constexpr int SK = W > 1 ? W - 1 : 1;
+  const bool pm = P.flags & CCV_F_STEP_PM;
+  if (P.state_len == W - 1) {
+    if (pm) stepv_sl<T, W, SK, true>(P, b, d0);
+    else stepv_sl<T, W, SK, false>(P, b, d0);
+  } else if (pm) {
+    stepv_sl<T, W, W, true>(P, b, d0);
+  } else {
+    stepv_sl<T, W, W, false>(P, b, d0);
+  }
+}
+
 // ---------------------------------------------------------------- states
 // Thread = (sequence i, channel d). Launched after the main kernel, so a pool used as both
 // initial_states and final_states is read (here and by the main kernel) before it is written,
@@ -382,6 +466,7 @@ CCV_DEV void bwd_reduce_body(const ccv_params& P) {
 
 CCV_INSTANTIATE_W(update)
 CCV_INSTANTIATE_W(step)
+CCV_INSTANTIATE_W(stepv)
 CCV_INSTANTIATE_D(fwd_states)
 CCV_INSTANTIATE_D(bwd_states)
 CCV_EXTERN_KERNEL void CCV_LAUNCH_BOUNDS(CCV_NT_bwd_reduce) ccv1d_bwd_reduce(CCV_GRID_CONST ccv_params P) { bwd_reduce_body(P); }

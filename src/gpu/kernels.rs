@@ -15,7 +15,8 @@
 //!   streaming, simple rows on the vector path; `cl`: tiles);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
-//! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_step_{dt}_w{W}`: its staged one-token step.
+//! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_stepv_{dt}_w{W}` / `ccv1d_step_{dt}_w{W}`: its
+//!   one-token step in registers / staged through shared memory.
 
 use super::launch::{DeviceInfo, Launch};
 use crate::error::*;
@@ -178,7 +179,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -689,7 +690,19 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     k.width = p.width as i32;
     k.n_ctiles = ceil_div(p.dim, NT as i64);
     let wave = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
-    let family = if let Some((rows, pm)) = staged_rows(p, wave / 2) {
+    // Register step for 16-bit x on grids past a wave of one-row `update` blocks (H100, B = 256,
+    // D = 5376, bf16: 12.7 µs against the staged step's 16.8; for f32 the staged step was faster,
+    // 21.9 against 24.4 µs, and at B = 1 both lose to `update`: 2.9-3.2 against 2.3-2.6 µs).
+    let big_grid = p.batch.saturating_mul(k.n_ctiles) > wave / 2;
+    let family = if let Some(pm) = stepv_fits(p).filter(|_| big_grid && p.x.dtype != DType::F32) {
+        // The decode step in registers: thread = (batch row, 4 channels).
+        k.n_ctiles = ceil_div(p.dim / 4, NT as i64);
+        k.chunk = 1;
+        if pm {
+            k.flags |= F_STEP_PM;
+        }
+        "stepv"
+    } else if let Some((rows, pm)) = staged_rows(p, wave / 2) {
         // The staged decode step: `chunk` batch rows per block, all loaded before any store.
         k.chunk = rows;
         let es = p.conv_state.dtype.size() as i64;
@@ -727,12 +740,7 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
 /// `ccv1d bench`).
 fn staged_rows(p: &UpdatePlan, resident: i64) -> Option<(i64, bool)> {
     let sl = p.state_len;
-    let s = &p.conv_state.stride;
-    let channel_major = s[2] == 1 && (s[1] == sl || p.dim == 1);
-    let position_major = !channel_major && s[1] == 1 && (sl == 1 || s[2] >= p.dim);
-    if p.seqlen != 1 || p.cache_seqlens.is_some() || !(channel_major || position_major) || sl < (p.width - 1).max(1) {
-        return None;
-    }
+    let position_major = one_token_slots(p)?;
     let row_bytes = (NT as i64).checked_mul(sl)?.checked_mul(p.conv_state.dtype.size() as i64)?;
     let fit = UPD_SMEM / row_bytes;
     if fit < 1 {
@@ -745,6 +753,37 @@ fn staged_rows(p: &UpdatePlan, resident: i64) -> Option<(i64, bool)> {
     let groups = (resident / tiles).max(1);
     let rows = step_rows_knob().unwrap_or_else(|| ceil_div(p.batch, groups));
     Some((rows.clamp(1, fit.min(UPD_ROWS)), position_major))
+}
+
+/// For a one-token update without cache_seqlens whose slots are contiguous: whether they are
+/// position-major (`[state_len, D]` per slot, channels contiguous) rather than channel-major
+/// (`[D, state_len]`); None for any other call.
+fn one_token_slots(p: &UpdatePlan) -> Option<bool> {
+    let sl = p.state_len;
+    let s = &p.conv_state.stride;
+    let channel_major = s[2] == 1 && (s[1] == sl || p.dim == 1);
+    let position_major = !channel_major && s[1] == 1 && (sl == 1 || s[2] >= p.dim);
+    let ok = p.seqlen == 1 && p.cache_seqlens.is_none() && (channel_major || position_major) && sl >= (p.width - 1).max(1);
+    ok.then_some(position_major)
+}
+
+/// Whether the register decode step (`ccv1d_stepv_*`) takes the call, and with position-major
+/// slots: a one-token update with contiguous slots, width >= 2, state_len W-1 or W (its shift is
+/// unrolled for those two), dim a multiple of 4 and every access of 4 channels aligned (8 bytes
+/// for 16-bit types, 16 for f32): conv_state, x and out with unit channel stride.
+fn stepv_fits(p: &UpdatePlan) -> Option<bool> {
+    let pm = one_token_slots(p)?;
+    let w = p.width;
+    if w < 2 || !(p.state_len == w - 1 || p.state_len == w) || p.dim % 4 != 0 {
+        return None;
+    }
+    let es = p.x.dtype.size() as i64;
+    let a = 4 * es;
+    let aligned = |v: &View, extra: &[i64]| v.addr as i64 % a == 0 && extra.iter().all(|s| s.wrapping_mul(es) % a == 0);
+    let cs = &p.conv_state;
+    let state_ok = aligned(cs, &[cs.stride[0], if pm { cs.stride[2] } else { 0 }]);
+    let rows_ok = |v: &View| v.stride[1] == 1 && aligned(v, &[if p.batch > 1 { v.stride[0] } else { 0 }]);
+    (state_ok && rows_ok(&p.x) && rows_ok(&p.out)).then_some(pm)
 }
 
 fn step_rows_knob() -> Option<i64> {
@@ -830,7 +869,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1175,6 +1214,29 @@ mod tests {
         assert_eq!((lw.kernel.as_str(), params_of(lw).chunk), ("ccv1d_step_f32_w4", 1));
         let wider = UpdatePlan { state_len: 25, conv_state: view(0x3000, DType::F32, [5376 * 25, 25, 1]), ..wide };
         assert_eq!(update_launches(&wider, &h100()).unwrap()[0].kernel, "ccv1d_update_f32_w4");
+        // x and out with unit channel stride: the register step (state_len W-1 or W, aligned)
+        let xr = view(0x1000, DType::F16, [5376, 1, 1]);
+        let reg = UpdatePlan { x: xr, out: xr, ..big };
+        let lr = &update_launches(&reg, &h100()).unwrap()[0];
+        assert_eq!(lr.kernel, "ccv1d_stepv_f16_w4");
+        check_grid(lr);
+        let kr = params_of(lr);
+        assert_eq!((kr.n_ctiles, kr.chunk, kr.n_blocks, kr.flags & F_STEP_PM), (11, 1, 256 * 11, 0));
+        let reg_pm = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 4, 1, 5376]), state_len: 4, ..reg };
+        let lp = &update_launches(&reg_pm, &h100()).unwrap()[0];
+        assert_eq!((lp.kernel.as_str(), params_of(lp).flags & F_STEP_PM), ("ccv1d_stepv_f16_w4", F_STEP_PM));
+        let f32v = view(0x1000, DType::F32, [5376, 1, 1]);
+        let reg32 = UpdatePlan { x: f32v, out: f32v, conv_state: view(0x3000, DType::F32, [5376 * 3, 3, 1]), ..reg };
+        assert_eq!(update_launches(&reg32, &h100()).unwrap()[0].kernel, "ccv1d_step_f32_w4", "f32: the staged step");
+        let reg_small = UpdatePlan { batch: 8, ..reg };
+        assert_eq!(update_launches(&reg_small, &h100()).unwrap()[0].kernel, "ccv1d_update_f16_w4", "one wave: update");
+        for other in [
+            UpdatePlan { state_len: 5, conv_state: view(0x3000, DType::F16, [5376 * 5, 5, 1]), ..reg }, // state_len W+1
+            UpdatePlan { conv_state: view(0x3004, DType::F16, [5376 * 3, 3, 1]), ..reg },                // 4-byte aligned state
+            UpdatePlan { dim: 5374, ..reg },                                                              // dim % 4 != 0
+        ] {
+            assert_eq!(update_launches(&other, &h100()).unwrap()[0].kernel, "ccv1d_step_f16_w4");
+        }
         // a grid of one-row blocks that fits at once (B = 25 x 42 tiles <= 1056): the general kernel
         let b25 = UpdatePlan { batch: 25, ..big };
         assert_eq!(update_launches(&b25, &h100()).unwrap()[0].kernel, "ccv1d_update_f16_w4");
@@ -1197,7 +1259,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (9 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (10 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

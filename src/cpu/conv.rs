@@ -352,10 +352,17 @@ pub fn cl_tile<'s, const W: usize, const REV: bool>(
     let row = |i: usize, kk: usize| if REV { i + W - 1 - kk } else { i + kk };
     // Rows as 8-lane groups (nw is a multiple of 8): no scalar remainder loop.
     let init = groups(&init[..nw]);
-    let wv: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&w[kk * ncp..][..nw]));
+    // (Arrays filled by plain loops: `array::from_fn` with these closures was not inlined.)
+    let mut wv: [&[[f32; 8]]; W] = [&[]; W];
+    for (kk, wk) in wv.iter_mut().enumerate() {
+        *wk = groups(&w[kk * ncp..][..nw]);
+    }
     for (i, &bi) in bits.iter().enumerate() {
         let o = o[i * ncp..][..nw].as_chunks_mut::<8>().0;
-        let xs: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&src(row(i, kk))[..nw]));
+        let mut xs: [&[[f32; 8]]; W] = [&[]; W];
+        for (kk, xk) in xs.iter_mut().enumerate() {
+            *xk = groups(&src(row(i, kk))[..nw]);
+        }
         if bi == full {
             for c in 0..o.len() {
                 let mut a = init[c];

@@ -238,12 +238,40 @@ fn cf_row<const W: usize, const M: bool>(
         }
     };
 
+    // f32 x and dout with contiguous tokens are read in place (as in the forward): the x window
+    // of tokens [t, t+n) is x[t-K..t+n], except for the unit's first 8 tokens, copied into xe
+    // after the initial state (needs chunk ≥ 8 > K); g = dout·act'(pre) is written straight
+    // from dout. The dweight lanes stay those of the chunk index (the split is at 8).
+    let xs = F32Rows::new(x, xb, 0, x.stride[2], u.len, 1).filter(|_| chunk >= 8).map(|r| r.row(0));
+    let ys = F32Rows::new(dy, yb, 0, dy.stride[2], u.len, 1).map(|r| r.row(0));
+    let (xs, ys) = match (xs, ys) {
+        (Some(a), Some(b)) => (Some(a), Some(b)),
+        _ => (None, None),
+    };
     let mut t = 0;
     while t < u.len {
         let n = (u.len - t).min(chunk);
-        load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+        // Tokens [0, h) of the chunk have their x window in xe, [h, n) in x (xw1).
+        let h = match xs {
+            Some(xs) if t == 0 => {
+                let h = n.min(8);
+                xe[k..k + h].copy_from_slice(&xs[..h]);
+                h
+            }
+            Some(_) => 0,
+            None => {
+                load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+                n
+            }
+        };
+        let xw1: &[f32] = match xs {
+            Some(xs) if h < n => &xs[t + h - k..t + n],
+            _ => &[],
+        };
         let gc = &mut g[k..k + n];
-        load(dy, yb + t as i64 * dy.stride[2], dy.stride[2], gc);
+        if ys.is_none() {
+            load(dy, yb + t as i64 * dy.stride[2], dy.stride[2], gc);
+        }
         let ahead = if t + n < u.len {
             Some((t + n, 0, (u.len - t - n).min(chunk)))
         } else {
@@ -254,27 +282,44 @@ fn cf_row<const W: usize, const M: bool>(
             prefetch(dy, yb + dn * dy.stride[1] + tn as i64 * dy.stride[2], dy.stride[2], nn);
         }
         let m: &[u8] = if M { &mask[k + t..k + t + n] } else { &[] };
+        let ms = |a: usize, b: usize| -> &[u8] { if M { &m[a..b] } else { &[] } };
         if inp.act != Act::None {
             let pre = &mut pre[..n];
-            if M {
-                cf_conv_masked::<W>(pre, bias, &w, &xe[..k + n], m);
-            } else {
-                cf_conv::<W>(pre, bias, &w, &xe[..k + n]);
+            let conv = |o: &mut [f32], i0: usize, win: &[f32]| {
+                if M {
+                    cf_conv_masked::<W>(o, bias, &w, win, ms(i0, i0 + o.len()));
+                } else {
+                    cf_conv::<W>(o, bias, &w, win);
+                }
+            };
+            conv(&mut pre[..h], 0, &xe[..k + h]);
+            if h < n {
+                conv(&mut pre[h..], h, xw1);
             }
-            mul_dact(inp.act, gc, pre);
+            match ys {
+                Some(ys) => mul_dact_to(inp.act, gc, &ys[t..t + n], pre),
+                None => mul_dact(inp.act, gc, pre),
+            }
+        } else if let Some(ys) = ys {
+            gc.copy_from_slice(&ys[t..t + n]);
         }
         if M {
             zero_invalid(gc, m);
         }
         for (kk, acc) in dwl.iter_mut().enumerate() {
-            lanes_dot::<M>(acc, gc, &xe[kk..kk + n], m, kk);
+            lanes_dot::<M>(acc, &gc[..h], &xe[kk..kk + h], ms(0, h), kk);
+            if h < n {
+                lanes_dot::<M>(acc, &gc[h..], &xw1[kk..kk + n - h], ms(h, n), kk);
+            }
         }
         lanes_sum(&mut dbl, gc);
         let dxc = &mut dxb[..n];
         let mdx: &[u8] = if M { &mask[t..t + k + n] } else { &[] };
         cf_dx::<W, M>(dxc, &w, &g[..k + n], mdx);
         put(t as i64 - k as i64, dxc, &mut dinit);
-        xe.copy_within(n..n + k, 0);
+        if xs.is_none() {
+            xe.copy_within(n..n + k, 0);
+        }
         g.copy_within(n..n + k, 0);
         t += n;
     }

@@ -137,35 +137,66 @@ fn cf_row<const W: usize, const M: bool>(
     let xb = u.row * x.stride[0] + di * x.stride[1] + u.t0 * x.stride[2];
     let out = &p.out;
     let ob = u.row * out.stride[0] + di * out.stride[1] + u.t0 * out.stride[2];
+    // f32 x with contiguous tokens is read in place: the window of a chunk's tokens [t, t+n)
+    // (K tokens before them, then them) is x[t-K..t+n], except for the unit's first 8 tokens,
+    // whose window starts in the initial state: they (and it) are copied into xe. (Needs
+    // chunk ≥ 8 > K: every later chunk starts at t ≥ 8.) Other inputs are copied chunk by chunk.
+    let xs = F32Rows::new(x, xb, 0, x.stride[2], u.len, 1).filter(|_| chunk >= 8).map(|r| r.row(0));
     let mut t = 0;
     while t < u.len {
         let n = (u.len - t).min(chunk);
-        load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+        // Outputs [0, h) of the chunk from xe, [h, n) from x in place.
+        let h = match xs {
+            Some(xs) if t == 0 => {
+                let h = n.min(8);
+                xe[k..k + h].copy_from_slice(&xs[..h]);
+                h
+            }
+            Some(_) => 0,
+            None => {
+                load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+                n
+            }
+        };
         if t + n < u.len {
             prefetch(x, xb + (t + n) as i64 * x.stride[2], x.stride[2], (u.len - t - n).min(chunk));
         } else if next {
             prefetch(x, xb + x.stride[1], x.stride[2], u.len.min(chunk));
         }
         let o = &mut o[..n];
+        let conv = |o: &mut [f32], i0: usize, win: &[f32]| {
+            if M {
+                cf_conv_masked::<W>(o, bias, &w, win, &mask[k + t + i0..k + t + i0 + o.len()]);
+            } else {
+                cf_conv::<W>(o, bias, &w, win);
+            }
+        };
+        conv(&mut o[..h], 0, &xe[..k + h]);
+        if let (Some(xs), true) = (xs, h < n) {
+            conv(&mut o[h..], h, &xs[t + h - k..t + n]);
+        }
+        apply_act(inp.act, o);
         if M {
-            let m = &mask[k + t..k + t + n];
-            cf_conv_masked::<W>(o, bias, &w, &xe[..k + n], m);
-            apply_act(inp.act, o);
-            zero_invalid(o, m);
-        } else {
-            cf_conv::<W>(o, bias, &w, &xe[..k + n]);
-            apply_act(inp.act, o);
+            zero_invalid(o, &mask[k + t..k + t + n]);
         }
         put(out, ob + t as i64 * out.stride[2], out.stride[2], o);
-        xe.copy_within(n..n + k, 0);
+        if xs.is_none() {
+            xe.copy_within(n..n + k, 0);
+        }
         t += n;
     }
-    // xe[..k] now holds tokens [len-K, len) (the halo when len < K; the initial state when 0).
+    // Tokens [len-K, len) (the halo when len < K; the initial state when 0): xe[..k] after
+    // the copying loop; with x in place, x itself, or xe[len..len+K] when len < K (one chunk).
+    let last = |j: usize| match xs {
+        None => xe[j],
+        Some(xs) if u.len >= k => xs[u.len - k + j],
+        Some(_) => xe[u.len + j],
+    };
     if let Some(f) = &p.final_states {
         let mut fin = [0f32; 8];
         for j in 0..k {
             let keep = !M || u.len == 0 || (mask[k + u.len - 1] >> (j + 1)) & 1 != 0;
-            fin[j] = if keep { xe[j] } else { 0.0 };
+            fin[j] = if keep { last(j) } else { 0.0 };
         }
         store(f, u.slot * f.stride[0] + di * f.stride[1], f.stride[2], &fin[..k]);
     }

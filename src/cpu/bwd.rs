@@ -10,13 +10,13 @@
 
 use std::array::from_fn;
 
-use super::conv::{row_stride, 
+use super::conv::{row_stride, cl_row_dw, CL_PREFETCH_ROWS,
     add, cf_conv, cf_conv_masked, cf_dx, cl_tile, cl_tile_dw, dispatch_width, full_mask, lanes_dot, lanes_sum,
     lanes_total, zero_invalid, Conv, Job, Unit,
 };
-use super::elem::{load, store, store_streaming, store_zeros};
+use super::elem::{load, prefetch, store, store_streaming, store_zeros, F32Rows};
 use super::fwd::STREAM_OUT_BYTES;
-use super::math::mul_dact;
+use super::math::{mul_dact, mul_dact_to};
 use super::pool::{self, zeroed};
 use super::simd::isa_twins;
 use super::Cfg;
@@ -159,9 +159,10 @@ fn job_bwd<const W: usize>(cv: &Conv, p: &BwdPlan, cfg: &Cfg, s: &mut Scratch, j
         } else {
             for d in job.c0..job.c1 {
                 let part = &mut job.part[(d - job.c0) * (W + 1)..][..W + 1];
+                let next = d + 1 < job.c1;
                 match masked {
-                    true => cf_row::<W, true>(cv, p, cfg.chunk, s, u, d, part),
-                    false => cf_row::<W, false>(cv, p, cfg.chunk, s, u, d, part),
+                    true => cf_row::<W, true>(cv, p, cfg.chunk, s, u, d, next, part),
+                    false => cf_row::<W, false>(cv, p, cfg.chunk, s, u, d, next, part),
                 }
             }
         }
@@ -186,8 +187,11 @@ fn dfinal_keeps(mask: Option<&[u8]>, k: usize, len: usize, j: usize) -> bool {
     }
 }
 
-/// Channel-first: channel `d` of unit `u`. Adds its dweight/dbias to `part` (`[W+1]`).
+/// Channel-first: channel `d` of unit `u`. Adds its dweight/dbias to `part` (`[W+1]`). While a
+/// chunk is computed, the x and dout of the next one (this row's, else channel `d+1`'s when
+/// `next`) are prefetched.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn cf_row<const W: usize, const M: bool>(
     cv: &Conv,
     p: &BwdPlan,
@@ -195,6 +199,7 @@ fn cf_row<const W: usize, const M: bool>(
     s: &mut Scratch,
     u: &Unit,
     d: usize,
+    next: bool,
     part: &mut [f32],
 ) {
     let k = W - 1;
@@ -233,34 +238,88 @@ fn cf_row<const W: usize, const M: bool>(
         }
     };
 
+    // f32 x and dout with contiguous tokens are read in place (as in the forward): the x window
+    // of tokens [t, t+n) is x[t-K..t+n], except for the unit's first 8 tokens, copied into xe
+    // after the initial state (needs chunk ≥ 8 > K); g = dout·act'(pre) is written straight
+    // from dout. The dweight lanes stay those of the chunk index (the split is at 8).
+    let xs = F32Rows::new(x, xb, 0, x.stride[2], u.len, 1).filter(|_| chunk >= 8).map(|r| r.row(0));
+    let ys = F32Rows::new(dy, yb, 0, dy.stride[2], u.len, 1).map(|r| r.row(0));
+    let (xs, ys) = match (xs, ys) {
+        (Some(a), Some(b)) => (Some(a), Some(b)),
+        _ => (None, None),
+    };
     let mut t = 0;
     while t < u.len {
         let n = (u.len - t).min(chunk);
-        load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+        // Tokens [0, h) of the chunk have their x window in xe, [h, n) in x (xw1).
+        let h = match xs {
+            Some(xs) if t == 0 => {
+                let h = n.min(8);
+                xe[k..k + h].copy_from_slice(&xs[..h]);
+                h
+            }
+            Some(_) => 0,
+            None => {
+                load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+                n
+            }
+        };
+        let xw1: &[f32] = match xs {
+            Some(xs) if h < n => &xs[t + h - k..t + n],
+            _ => &[],
+        };
         let gc = &mut g[k..k + n];
-        load(dy, yb + t as i64 * dy.stride[2], dy.stride[2], gc);
+        if ys.is_none() {
+            load(dy, yb + t as i64 * dy.stride[2], dy.stride[2], gc);
+        }
+        let ahead = if t + n < u.len {
+            Some((t + n, 0, (u.len - t - n).min(chunk)))
+        } else {
+            next.then_some((0, 1, u.len.min(chunk)))
+        };
+        if let Some((tn, dn, nn)) = ahead {
+            prefetch(x, xb + dn * x.stride[1] + tn as i64 * x.stride[2], x.stride[2], nn);
+            prefetch(dy, yb + dn * dy.stride[1] + tn as i64 * dy.stride[2], dy.stride[2], nn);
+        }
         let m: &[u8] = if M { &mask[k + t..k + t + n] } else { &[] };
+        let ms = |a: usize, b: usize| -> &[u8] { if M { &m[a..b] } else { &[] } };
         if inp.act != Act::None {
             let pre = &mut pre[..n];
-            if M {
-                cf_conv_masked::<W>(pre, bias, &w, &xe[..k + n], m);
-            } else {
-                cf_conv::<W>(pre, bias, &w, &xe[..k + n]);
+            let conv = |o: &mut [f32], i0: usize, win: &[f32]| {
+                if M {
+                    cf_conv_masked::<W>(o, bias, &w, win, ms(i0, i0 + o.len()));
+                } else {
+                    cf_conv::<W>(o, bias, &w, win);
+                }
+            };
+            conv(&mut pre[..h], 0, &xe[..k + h]);
+            if h < n {
+                conv(&mut pre[h..], h, xw1);
             }
-            mul_dact(inp.act, gc, pre);
+            match ys {
+                Some(ys) => mul_dact_to(inp.act, gc, &ys[t..t + n], pre),
+                None => mul_dact(inp.act, gc, pre),
+            }
+        } else if let Some(ys) = ys {
+            gc.copy_from_slice(&ys[t..t + n]);
         }
         if M {
             zero_invalid(gc, m);
         }
         for (kk, acc) in dwl.iter_mut().enumerate() {
-            lanes_dot::<M>(acc, gc, &xe[kk..kk + n], m, kk);
+            lanes_dot::<M>(acc, &gc[..h], &xe[kk..kk + h], ms(0, h), kk);
+            if h < n {
+                lanes_dot::<M>(acc, &gc[h..], &xw1[kk..kk + n - h], ms(h, n), kk);
+            }
         }
         lanes_sum(&mut dbl, gc);
         let dxc = &mut dxb[..n];
         let mdx: &[u8] = if M { &mask[t..t + k + n] } else { &[] };
         cf_dx::<W, M>(dxc, &w, &g[..k + n], mdx);
         put(t as i64 - k as i64, dxc, &mut dinit);
-        xe.copy_within(n..n + k, 0);
+        if xs.is_none() {
+            xe.copy_within(n..n + k, 0);
+        }
         g.copy_within(n..n + k, 0);
         t += n;
     }
@@ -352,6 +411,76 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
         b
     };
 
+    // f32 x and dout with contiguous rows of a multiple of 8 channels: read in place, one token
+    // at a time, every step on rows that are still in cache: pre-activation of token p, its g
+    // (into a ring of K+1 g rows), its dweight/dbias terms, then dx of position p-K (which needs
+    // g of p-K..=p). Per element the same operations in the same order as the tiles below.
+    let xr = F32Rows::new(x, xb, x.stride[2], x.stride[1], nc, u.len).filter(|_| nc % 8 == 0);
+    let yr = F32Rows::new(dy, yb, dy.stride[2], dy.stride[1], nc, u.len);
+    if let (Some(xr), Some(yr)) = (xr, yr) {
+        let xe = &xe[..k * ncp];
+        // Window position q = token + K: q < K is halo row q of xe, else x row q - K.
+        let xsrc = |q: usize| -> &[f32] { if q < k { &xe[q * ncp..][..nc] } else { xr.row(q - k) } };
+        let ring = k + 1;
+        let pre = &mut pre[..ncp];
+        let dxr = &mut dx[..ncp];
+        let zeros = &zeros[..ncp];
+        for pos in 0..u.len {
+            let b = if M { mask[k + pos] } else { full };
+            let gr = &mut g[(pos % ring) * ncp..][..ncp];
+            if inp.act != Act::None {
+                cl_tile::<W, false>(pre, bias, wt, |r| xsrc(pos + r), ncp, nc, &[b]);
+                mul_dact_to(inp.act, &mut gr[..nc], yr.row(pos), &pre[..nc]);
+            } else {
+                gr[..nc].copy_from_slice(yr.row(pos));
+            }
+            if M && b == 0 {
+                gr.fill(0.0);
+            }
+            cl_row_dw::<W>(dw, db, &gr[..nc], |kk| xsrc(pos + kk), ncp, b);
+            // dx of position pos-K from g of pos-K..=pos (window row r: token pos-K+r; < 0: 0).
+            let gsrc = |r: usize| -> &[f32] { if pos + r < k { zeros } else { &g[((pos + r - k) % ring) * ncp..][..ncp] } };
+            cl_tile::<W, true>(dxr, zeros, wt, gsrc, ncp, nc, &[dx_bits(pos as i64 - k as i64)]);
+            put(pos as i64 - k as i64, &dxr[..nc], dinit);
+            if pos + CL_PREFETCH_ROWS < u.len {
+                let q = (pos + CL_PREFETCH_ROWS) as i64;
+                prefetch(x, xb + q * x.stride[2], x.stride[1], nc);
+                prefetch(dy, yb + q * dy.stride[2], dy.stride[1], nc);
+            }
+        }
+        // Flush: dx for positions len-K+i (g of tokens ≥ len is 0), plus dfinal_states.
+        let len = u.len;
+        let mm = if M { Some(mask) } else { None };
+        for i in 0..k {
+            let gsrc = |r: usize| -> &[f32] {
+                // token of window row r: len - K + i + r
+                let tok = len + i + r;
+                if tok < k || tok - k >= len { zeros } else { &g[((tok - k) % ring) * ncp..][..ncp] }
+            };
+            cl_tile::<W, true>(dxr, zeros, wt, gsrc, ncp, nc, &[dx_bits((len + i) as i64 - k as i64)]);
+            let dxv = &mut dxr[..nc];
+            if let Some(f) = &p.dfinal_states {
+                if dfinal_keeps(mm, k, len, i) {
+                    let off = u.slot * f.stride[0] + c0i * f.stride[1] + i as i64 * f.stride[2];
+                    load(f, off, f.stride[1], tmp);
+                    add(dxv, tmp);
+                }
+            }
+            put((len + i) as i64 - k as i64, dxv, dinit);
+        }
+        if let Some(v) = &p.dinitial_states {
+            for j in 0..k {
+                let off = u.slot * v.stride[0] + c0i * v.stride[1] + j as i64 * v.stride[2];
+                if u.has_init {
+                    store(v, off, v.stride[1], &dinit[row(j)]);
+                } else {
+                    store_zeros(v, off, v.stride[1], nc);
+                }
+            }
+        }
+        return;
+    }
+
     // A tile of tokens [t, t+n): g for them, and dx for positions [t-K, t-K+n).
     let mut t = 0;
     while t < u.len {
@@ -366,7 +495,7 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
         let gt = &mut g[k * ncp..(k + n) * ncp];
         if inp.act != Act::None {
             let pre = &mut pre[..n * ncp];
-            cl_tile::<W, false>(pre, bias, wt, &xe[..(k + n) * ncp], ncp, &bits[..n]);
+            cl_tile::<W, false>(pre, bias, wt, |r| &xe[r * ncp..][..ncp], ncp, ncp, &bits[..n]);
             mul_dact(inp.act, gt, pre);
         }
         if M {
@@ -378,7 +507,8 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
         }
         cl_tile_dw::<W>(dw, db, g, xe, ncp, &bits[..n]);
         let dxt = &mut dx[..n * ncp];
-        cl_tile::<W, true>(dxt, zeros, wt, &g[..(k + n) * ncp], ncp, &dbits[..n]);
+        let gw = &g[..(k + n) * ncp];
+        cl_tile::<W, true>(dxt, zeros, wt, |r| &gw[r * ncp..][..ncp], ncp, ncp, &dbits[..n]);
         for i in 0..n {
             put((t + i) as i64 - k as i64, &dxt[row(i)], dinit);
         }
@@ -396,7 +526,8 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
         *b = dx_bits((len + i) as i64 - k as i64);
     }
     let dxt = &mut dx[..k * ncp];
-    cl_tile::<W, true>(dxt, zeros, wt, &g[..2 * k * ncp], ncp, &dbits[..k]);
+    let gw = &g[..2 * k * ncp];
+    cl_tile::<W, true>(dxt, zeros, wt, |r| &gw[r * ncp..][..ncp], ncp, ncp, &dbits[..k]);
     let mm = if M { Some(mask) } else { None };
     for i in 0..k {
         let dxr = &mut dxt[row(i)];

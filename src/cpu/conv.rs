@@ -332,19 +332,37 @@ pub fn row_stride(nc: usize) -> usize {
     nc.next_multiple_of(8) + 8
 }
 
-/// For each row `i < bits.len()`: `o[i] = init + Σ_k w[k] ⊙ src[r]`, with `r = i + k`
+/// For each row `i < bits.len()`: `o[i] = init + Σ_k w[k] ⊙ src(r)`, with `r = i + k`
 /// (convolution) or `r = i + K - k` (`REV`: the transposed convolution of dx). Term `k` only
-/// where bit `k` of `bits[i]` is set; a row with `bits[i] == 0` gets `init`.
+/// where bit `k` of `bits[i]` is set; a row with `bits[i] == 0` gets `init`. Only the first
+/// `nw` columns (a multiple of 8, ≤ `ncp`) are computed; `src(r)` is window row `r` (a scratch
+/// row, or a row of the caller's x read in place), at least `nw` long.
 #[inline(always)]
-pub fn cl_tile<const W: usize, const REV: bool>(o: &mut [f32], init: &[f32], w: &[f32], src: &[f32], ncp: usize, bits: &[u8]) {
+#[allow(clippy::too_many_arguments)]
+pub fn cl_tile<'s, const W: usize, const REV: bool>(
+    o: &mut [f32],
+    init: &[f32],
+    w: &[f32],
+    src: impl Fn(usize) -> &'s [f32],
+    ncp: usize,
+    nw: usize,
+    bits: &[u8],
+) {
     let full = full_mask::<W>();
     let row = |i: usize, kk: usize| if REV { i + W - 1 - kk } else { i + kk };
-    // Rows as 8-lane groups (ncp is a multiple of 8): no scalar remainder loop.
-    let init = groups(&init[..ncp]);
-    let wv: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&w[kk * ncp..][..ncp]));
+    // Rows as 8-lane groups (nw is a multiple of 8): no scalar remainder loop.
+    let init = groups(&init[..nw]);
+    // (Arrays filled by plain loops: `array::from_fn` with these closures was not inlined.)
+    let mut wv: [&[[f32; 8]]; W] = [&[]; W];
+    for (kk, wk) in wv.iter_mut().enumerate() {
+        *wk = groups(&w[kk * ncp..][..nw]);
+    }
     for (i, &bi) in bits.iter().enumerate() {
-        let o = o[i * ncp..][..ncp].as_chunks_mut::<8>().0;
-        let xs: [&[[f32; 8]]; W] = std::array::from_fn(|kk| groups(&src[row(i, kk) * ncp..][..ncp]));
+        let o = o[i * ncp..][..nw].as_chunks_mut::<8>().0;
+        let mut xs: [&[[f32; 8]]; W] = [&[]; W];
+        for (kk, xk) in xs.iter_mut().enumerate() {
+            *xk = groups(&src(row(i, kk))[..nw]);
+        }
         if bi == full {
             for c in 0..o.len() {
                 let mut a = init[c];
@@ -374,7 +392,7 @@ pub fn cl_tile<const W: usize, const REV: bool>(o: &mut [f32], init: &[f32], w: 
 /// `s` as 8-lane groups (its length is a multiple of 8).
 #[inline(always)]
 fn groups(s: &[f32]) -> &[[f32; 8]] {
-    debug_assert!(s.len() % 8 == 0);
+    assert!(s.len() % 8 == 0);
     s.as_chunks::<8>().0
 }
 
@@ -404,6 +422,33 @@ pub fn cl_tile_dw<const W: usize>(dw: &mut [f32], db: &mut [f32], g: &[f32], x: 
         }
     }
 }
+
+/// [`cl_tile_dw`] for one token row: `g` (its length is the number of columns) and `x(k)`, the
+/// x row of its term `k`.
+#[inline(always)]
+pub fn cl_row_dw<'s, const W: usize>(dw: &mut [f32], db: &mut [f32], g: &[f32], x: impl Fn(usize) -> &'s [f32], ncp: usize, bits: u8) {
+    if bits == 0 {
+        return;
+    }
+    let full = full_mask::<W>();
+    let nw = g.len();
+    for kk in 0..W {
+        if bits == full || (bits >> kk) & 1 != 0 {
+            let xr = &x(kk)[..nw];
+            let d = &mut dw[kk * ncp..][..nw];
+            for c in 0..nw {
+                d[c] += g[c] * xr[c];
+            }
+        }
+    }
+    let db = &mut db[..nw];
+    for c in 0..nw {
+        db[c] += g[c];
+    }
+}
+
+/// Channel-last rows read in place: how many token rows ahead x (and dout) are prefetched.
+pub const CL_PREFETCH_ROWS: usize = 4;
 
 /// `o[c] += a[c]`.
 #[inline(always)]

@@ -125,6 +125,11 @@ pub fn store_streaming(v: &View, off: i64, step: i64, src: &[f32]) {
         use std::arch::x86_64::{_mm_loadu_ps, _mm_sfence, _mm_stream_ps};
         let base = addr_of(v.addr, off, 4);
         if v.dtype == DType::F32 && step == 1 && src.len() >= 16 && base % 4 == 0 {
+            if super::simd::best() == super::simd::Isa::Avx512 && src.len() >= 32 {
+                // SAFETY: the CPU has AVX-512F (simd::best); same bounds as below.
+                unsafe { stream_avx512(v, off, base, src) };
+                return;
+            }
             let head = ((16 - base % 16) % 16) / 4;
             store(v, off, 1, &src[..head]);
             let body = (src.len() - head) / 4 * 4;
@@ -140,6 +145,95 @@ pub fn store_streaming(v: &View, off: i64, step: i64, src: &[f32]) {
         }
     }
     store(v, off, step, src)
+}
+
+/// Ask the CPU to start loading elements `off .. off + n` of `v` (contiguous, `step == 1`) into
+/// its caches: the lines of a row that the current job reads next, so that their memory latency
+/// overlaps the work on the current row. A hint only: it reads no value and cannot fault, so it
+/// changes no result. Does nothing for other steps and off x86_64.
+#[inline(always)]
+pub fn prefetch(v: &View, off: i64, step: i64, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if step == 1 && n > 0 {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        let size = v.dtype.size();
+        let a = addr_of(v.addr, off, size);
+        let end = a.wrapping_add(n * size);
+        let mut line = a & !63;
+        // SAFETY (all four): PREFETCHh is a hint: it never faults, whatever the address, and
+        // writes nothing.
+        while line.wrapping_add(192) < end {
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T1>(line as *const i8);
+                _mm_prefetch::<_MM_HINT_T1>((line + 64) as *const i8);
+                _mm_prefetch::<_MM_HINT_T1>((line + 128) as *const i8);
+                _mm_prefetch::<_MM_HINT_T1>((line + 192) as *const i8);
+            }
+            line += 256;
+        }
+        while line < end {
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(line as *const i8) };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (v, off, step, n);
+}
+
+/// Rows of `n` contiguous f32 elements of a view, read in place (no copy): row `r` is elements
+/// `off + r·row_step + i` (`i < n`, `r < rows`). Only for inputs, which no thread writes while a
+/// call runs (module doc: no output overlaps x or dout in forward / backward).
+#[derive(Clone, Copy)]
+pub struct F32Rows<'a> {
+    base: usize,
+    row_step: i64,
+    n: usize,
+    rows: usize,
+    _view: std::marker::PhantomData<&'a View>,
+}
+
+impl<'a> F32Rows<'a> {
+    /// `None` unless the view is f32, the rows are contiguous (`step == 1`) and 4-byte aligned.
+    pub fn new(v: &'a View, off: i64, row_step: i64, step: i64, n: usize, rows: usize) -> Option<F32Rows<'a>> {
+        let base = addr_of(v.addr, off, 4);
+        (v.dtype == DType::F32 && (step == 1 || n <= 1) && base % 4 == 0).then_some(F32Rows {
+            base,
+            row_step,
+            n,
+            rows,
+            _view: std::marker::PhantomData,
+        })
+    }
+
+    /// Row `r` (`r < rows`).
+    #[inline(always)]
+    pub fn row(&self, r: usize) -> &'a [f32] {
+        assert!(r < self.rows);
+        let a = addr_of(self.base, r as i64 * self.row_step, 4);
+        // SAFETY: n in-bounds, aligned elements of an input view that nobody writes during the
+        // call (module doc); the reference lives no longer than the borrow of the view.
+        unsafe { std::slice::from_raw_parts(a as *const f32, self.n) }
+    }
+}
+
+/// The body of [`store_streaming`] with 64-byte non-temporal stores (whole cache lines).
+/// Safety: the CPU has AVX-512F; `src.len() ≥ 32`, f32 view, `step == 1`, `base` (the address
+/// of element `off`) 4-byte aligned.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn stream_avx512(v: &View, off: i64, base: usize, src: &[f32]) {
+    use std::arch::x86_64::{_mm512_loadu_ps, _mm512_stream_ps, _mm_sfence};
+    let head = ((64 - base % 64) % 64) / 4;
+    store(v, off, 1, &src[..head]);
+    let body = (src.len() - head) / 16 * 16;
+    for i in (head..head + body).step_by(16) {
+        // SAFETY: `base + 4i` is 64-byte aligned and the 16 elements are in bounds and written
+        // by this job only (module doc).
+        unsafe { _mm512_stream_ps((base + 4 * i) as *mut f32, _mm512_loadu_ps(src.as_ptr().add(i))) };
+    }
+    store(v, off + (head + body) as i64, 1, &src[head + body..]);
+    // Order the weakly-ordered streaming stores before anything this thread does next.
+    _mm_sfence();
 }
 
 /// Write `n` zeros at `v[off + i·step]`.

@@ -2,8 +2,8 @@
 
 use std::array::from_fn;
 
-use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
-use super::elem::{load, store, store_streaming, store_zeros};
+use super::conv::{row_stride, CL_PREFETCH_ROWS, cf_conv, cf_conv_masked, cl_tile, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
+use super::elem::{load, prefetch, store, store_streaming, store_zeros, F32Rows};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
 use super::simd::isa_twins;
@@ -96,9 +96,10 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
         } else {
             let mask = masked.then_some(&s.mask[..]);
             for d in job.c0..job.c1 {
+                let next = d + 1 < job.c1;
                 match mask {
-                    Some(m) => cf_row::<W, true>(cv, p, cfg.chunk, put, &mut s.xe, &mut s.o, m, u, d),
-                    None => cf_row::<W, false>(cv, p, cfg.chunk, put, &mut s.xe, &mut s.o, &[], u, d),
+                    Some(m) => cf_row::<W, true>(cv, p, cfg.chunk, put, &mut s.xe, &mut s.o, m, u, d, next),
+                    None => cf_row::<W, false>(cv, p, cfg.chunk, put, &mut s.xe, &mut s.o, &[], u, d, next),
                 }
             }
         }
@@ -106,7 +107,9 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
     Ok(())
 }
 
-/// Channel-first: channel `d` of unit `u`, chunk by chunk over a sliding f32 window.
+/// Channel-first: channel `d` of unit `u`, chunk by chunk over a sliding f32 window. While a
+/// chunk is computed, the x of the next one (this row's, else channel `d+1`'s when `next`) is
+/// prefetched.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn cf_row<const W: usize, const M: bool>(
@@ -119,6 +122,7 @@ fn cf_row<const W: usize, const M: bool>(
     mask: &[u8],
     u: &Unit,
     d: usize,
+    next: bool,
 ) {
     let k = W - 1;
     let inp = cv.inp;
@@ -133,30 +137,66 @@ fn cf_row<const W: usize, const M: bool>(
     let xb = u.row * x.stride[0] + di * x.stride[1] + u.t0 * x.stride[2];
     let out = &p.out;
     let ob = u.row * out.stride[0] + di * out.stride[1] + u.t0 * out.stride[2];
+    // f32 x with contiguous tokens is read in place: the window of a chunk's tokens [t, t+n)
+    // (K tokens before them, then them) is x[t-K..t+n], except for the unit's first 8 tokens,
+    // whose window starts in the initial state: they (and it) are copied into xe. (Needs
+    // chunk ≥ 8 > K: every later chunk starts at t ≥ 8.) Other inputs are copied chunk by chunk.
+    let xs = F32Rows::new(x, xb, 0, x.stride[2], u.len, 1).filter(|_| chunk >= 8).map(|r| r.row(0));
     let mut t = 0;
     while t < u.len {
         let n = (u.len - t).min(chunk);
-        load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+        // Outputs [0, h) of the chunk from xe, [h, n) from x in place.
+        let h = match xs {
+            Some(xs) if t == 0 => {
+                let h = n.min(8);
+                xe[k..k + h].copy_from_slice(&xs[..h]);
+                h
+            }
+            Some(_) => 0,
+            None => {
+                load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+                n
+            }
+        };
+        if t + n < u.len {
+            prefetch(x, xb + (t + n) as i64 * x.stride[2], x.stride[2], (u.len - t - n).min(chunk));
+        } else if next {
+            prefetch(x, xb + x.stride[1], x.stride[2], u.len.min(chunk));
+        }
         let o = &mut o[..n];
+        let conv = |o: &mut [f32], i0: usize, win: &[f32]| {
+            if M {
+                cf_conv_masked::<W>(o, bias, &w, win, &mask[k + t + i0..k + t + i0 + o.len()]);
+            } else {
+                cf_conv::<W>(o, bias, &w, win);
+            }
+        };
+        conv(&mut o[..h], 0, &xe[..k + h]);
+        if let (Some(xs), true) = (xs, h < n) {
+            conv(&mut o[h..], h, &xs[t + h - k..t + n]);
+        }
+        apply_act(inp.act, o);
         if M {
-            let m = &mask[k + t..k + t + n];
-            cf_conv_masked::<W>(o, bias, &w, &xe[..k + n], m);
-            apply_act(inp.act, o);
-            zero_invalid(o, m);
-        } else {
-            cf_conv::<W>(o, bias, &w, &xe[..k + n]);
-            apply_act(inp.act, o);
+            zero_invalid(o, &mask[k + t..k + t + n]);
         }
         put(out, ob + t as i64 * out.stride[2], out.stride[2], o);
-        xe.copy_within(n..n + k, 0);
+        if xs.is_none() {
+            xe.copy_within(n..n + k, 0);
+        }
         t += n;
     }
-    // xe[..k] now holds tokens [len-K, len) (the halo when len < K; the initial state when 0).
+    // Tokens [len-K, len) (the halo when len < K; the initial state when 0): xe[..k] after
+    // the copying loop; with x in place, x itself, or xe[len..len+K] when len < K (one chunk).
+    let last = |j: usize| match xs {
+        None => xe[j],
+        Some(xs) if u.len >= k => xs[u.len - k + j],
+        Some(_) => xe[u.len + j],
+    };
     if let Some(f) = &p.final_states {
         let mut fin = [0f32; 8];
         for j in 0..k {
             let keep = !M || u.len == 0 || (mask[k + u.len - 1] >> (j + 1)) & 1 != 0;
-            fin[j] = if keep { xe[j] } else { 0.0 };
+            fin[j] = if keep { last(j) } else { 0.0 };
         }
         store(f, u.slot * f.stride[0] + di * f.stride[1], f.stride[2], &fin[..k]);
     }
@@ -197,6 +237,41 @@ fn cl_unit<const W: usize>(
     let out = &p.out;
     let ob = u.row * out.stride[0] + c0i * out.stride[1] + u.t0 * out.stride[2];
     let full = full_mask::<W>();
+    // f32 x with contiguous rows of a multiple of 8 channels: read in place, token by token
+    // (window position q = token + K: q < K is halo row q of xe, else x row q - K); each output
+    // row is computed, activated and written while it is in L1.
+    if let Some(xr) = F32Rows::new(x, xb, x.stride[2], x.stride[1], nc, u.len).filter(|_| nc % 8 == 0) {
+        let src = |q: usize| -> &[f32] { if q < k { &xe[q * ncp..][..nc] } else { xr.row(q - k) } };
+        let o = &mut o[..ncp];
+        for i in 0..u.len {
+            let b = mask.map_or(full, |m| m[k + i]);
+            cl_tile::<W, false>(o, bias, wt, |r| src(i + r), ncp, nc, &[b]);
+            let o = &mut o[..nc];
+            apply_act(inp.act, o);
+            if b == 0 {
+                o.fill(0.0);
+            }
+            put(out, ob + i as i64 * out.stride[2], out.stride[1], o);
+            if i + CL_PREFETCH_ROWS < u.len {
+                prefetch(x, xb + (i + CL_PREFETCH_ROWS) as i64 * x.stride[2], x.stride[1], nc);
+            }
+        }
+        if let Some(f) = &p.final_states {
+            for j in 0..k {
+                let keep = match mask {
+                    Some(m) if u.len > 0 => (m[k + u.len - 1] >> (j + 1)) & 1 != 0,
+                    _ => true,
+                };
+                let off = u.slot * f.stride[0] + c0i * f.stride[1] + j as i64 * f.stride[2];
+                if keep {
+                    store(f, off, f.stride[1], src(u.len + j));
+                } else {
+                    store_zeros(f, off, f.stride[1], nc);
+                }
+            }
+        }
+        return;
+    }
     let mut t = 0;
     while t < u.len {
         let n = (u.len - t).min(tile);
@@ -205,7 +280,7 @@ fn cl_unit<const W: usize>(
             bits[i] = mask.map_or(full, |m| m[k + t + i]);
         }
         let o = &mut o[..n * ncp];
-        cl_tile::<W, false>(o, bias, wt, &xe[..(k + n) * ncp], ncp, &bits[..n]);
+        cl_tile::<W, false>(o, bias, wt, |r| &xe[r * ncp..][..ncp], ncp, ncp, &bits[..n]);
         apply_act(inp.act, o);
         for i in 0..n {
             if bits[i] == 0 {

@@ -81,3 +81,18 @@ pub fn mul_dact(act: Act, g: &mut [f32], pre: &[f32]) {
         }
     }
 }
+
+/// `g[i] = dy[i]·act'(pre[i])` (`g = dy` for the identity): [`mul_dact`] on a copy of `dy`, in
+/// one pass.
+#[inline(always)]
+pub fn mul_dact_to(act: Act, g: &mut [f32], dy: &[f32], pre: &[f32]) {
+    let n = g.len();
+    let (dy, pre) = (&dy[..n], &pre[..n]);
+    if act == Act::Silu {
+        for i in 0..n {
+            g[i] = dy[i] * dsilu(pre[i]);
+        }
+    } else {
+        g.copy_from_slice(dy);
+    }
+}

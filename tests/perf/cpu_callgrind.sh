@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Instruction counts of the CPU backend's forward / backward jobs (job_fwd_pick / job_bwd_pick: the kernels, not the small per-call setup) under callgrind (repeatable, unlike
 # timings on a shared machine). One thread, f32, no bias, shape B,D,L,W (default 2,256,1024,4).
-# Usage: tests/perf/cpu_callgrind.sh [B,D,L,W]   (after CAUSAL_CONV1D_BACKEND=cpu cargo test --release --lib --no-run)
-# CCV1D_CPU_AVX2=0 in the environment measures the baseline (SSE2) instantiation.
+# Usage: tests/perf/cpu_callgrind.sh [B,D,L,W]   (after CAUSAL_CONV1D_BACKEND=cpu cargo test --release --lib --no-run;
+# set CARGO_TARGET_DIR as for that build)
+# CCV1D_CPU_ISA=baseline in the environment measures the baseline (SSE2) instantiation (valgrind has
+# no AVX-512, so the default is the AVX2 one).
 set -euo pipefail
 shape=${1:-2,256,1024,4}
-bin=$(ls -t target/release/deps/causal_conv1d-* | grep -v '\.d$' | head -1)
+bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/causal_conv1d-* | grep -v '\.d$' | head -1)
 tmp=$(mktemp -d)
 for only in cf cf-silu cl cl-silu; do
   for op in fwd bwd; do

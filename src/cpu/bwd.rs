@@ -15,7 +15,7 @@ use super::conv::{row_stride, cl_row_dw, CL_PREFETCH_ROWS,
     lanes_total, zero_invalid, Conv, Job, Unit,
 };
 use super::elem::{load, prefetch, store, store_streaming, store_zeros, F32Rows};
-use super::fwd::STREAM_OUT_BYTES;
+use super::fwd::{cf_chunk_window, STREAM_OUT_BYTES};
 use super::math::{mul_dact, mul_dact_to};
 use super::pool::{self, zeroed};
 use super::simd::isa_twins;
@@ -252,18 +252,7 @@ fn cf_row<const W: usize, const M: bool>(
     while t < u.len {
         let n = (u.len - t).min(chunk);
         // Tokens [0, h) of the chunk have their x window in xe, [h, n) in x (xw1).
-        let h = match xs {
-            Some(xs) if t == 0 => {
-                let h = n.min(8);
-                xe[k..k + h].copy_from_slice(&xs[..h]);
-                h
-            }
-            Some(_) => 0,
-            None => {
-                load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
-                n
-            }
-        };
+        let h = cf_chunk_window(xs, x, xb, t, n, k, xe);
         let xw1: &[f32] = match xs {
             Some(xs) if h < n => &xs[t + h - k..t + n],
             _ => &[],
@@ -459,25 +448,10 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
             };
             cl_tile::<W, true>(dxr, zeros, wt, gsrc, ncp, nc, &[dx_bits((len + i) as i64 - k as i64)]);
             let dxv = &mut dxr[..nc];
-            if let Some(f) = &p.dfinal_states {
-                if dfinal_keeps(mm, k, len, i) {
-                    let off = u.slot * f.stride[0] + c0i * f.stride[1] + i as i64 * f.stride[2];
-                    load(f, off, f.stride[1], tmp);
-                    add(dxv, tmp);
-                }
-            }
+            cl_add_dfinal(p, u, c0i, mm, k, i, dxv, tmp);
             put((len + i) as i64 - k as i64, dxv, dinit);
         }
-        if let Some(v) = &p.dinitial_states {
-            for j in 0..k {
-                let off = u.slot * v.stride[0] + c0i * v.stride[1] + j as i64 * v.stride[2];
-                if u.has_init {
-                    store(v, off, v.stride[1], &dinit[row(j)]);
-                } else {
-                    store_zeros(v, off, v.stride[1], nc);
-                }
-            }
-        }
+        cl_store_dinit(p, u, c0i, k, nc, |j| &dinit[row(j)]);
         return;
     }
 
@@ -531,20 +505,34 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
     let mm = if M { Some(mask) } else { None };
     for i in 0..k {
         let dxr = &mut dxt[row(i)];
-        if let Some(f) = &p.dfinal_states {
-            if dfinal_keeps(mm, k, len, i) {
-                let off = u.slot * f.stride[0] + c0i * f.stride[1] + i as i64 * f.stride[2];
-                load(f, off, f.stride[1], tmp);
-                add(dxr, tmp);
-            }
-        }
+        cl_add_dfinal(p, u, c0i, mm, k, i, dxr, tmp);
         put((len + i) as i64 - k as i64, dxr, dinit);
     }
+    cl_store_dinit(p, u, c0i, k, nc, |j| &dinit[row(j)]);
+}
+
+/// Channel-last flush row i (position len-K+i): adds dfinal_states row i of the unit's channels
+/// to its dx where that state element came from this sequence.
+#[inline(always)]
+fn cl_add_dfinal(p: &BwdPlan, u: &Unit, c0i: i64, mask: Option<&[u8]>, k: usize, i: usize, dxr: &mut [f32], tmp: &mut [f32]) {
+    if let Some(f) = &p.dfinal_states {
+        if dfinal_keeps(mask, k, u.len, i) {
+            let off = u.slot * f.stride[0] + c0i * f.stride[1] + i as i64 * f.stride[2];
+            load(f, off, f.stride[1], tmp);
+            add(dxr, tmp);
+        }
+    }
+}
+
+/// Channel-last: dinitial_states rows 0..K of the unit's channels from `rows(j)` (zeros when the
+/// sequence read no initial state).
+#[inline(always)]
+fn cl_store_dinit<'a>(p: &BwdPlan, u: &Unit, c0i: i64, k: usize, nc: usize, rows: impl Fn(usize) -> &'a [f32]) {
     if let Some(v) = &p.dinitial_states {
         for j in 0..k {
             let off = u.slot * v.stride[0] + c0i * v.stride[1] + j as i64 * v.stride[2];
             if u.has_init {
-                store(v, off, v.stride[1], &dinit[row(j)]);
+                store(v, off, v.stride[1], rows(j));
             } else {
                 store_zeros(v, off, v.stride[1], nc);
             }

@@ -146,18 +146,7 @@ fn cf_row<const W: usize, const M: bool>(
     while t < u.len {
         let n = (u.len - t).min(chunk);
         // Outputs [0, h) of the chunk from xe, [h, n) from x in place.
-        let h = match xs {
-            Some(xs) if t == 0 => {
-                let h = n.min(8);
-                xe[k..k + h].copy_from_slice(&xs[..h]);
-                h
-            }
-            Some(_) => 0,
-            None => {
-                load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
-                n
-            }
-        };
+        let h = cf_chunk_window(xs, x, xb, t, n, k, xe);
         if t + n < u.len {
             prefetch(x, xb + (t + n) as i64 * x.stride[2], x.stride[2], (u.len - t - n).min(chunk));
         } else if next {
@@ -256,20 +245,7 @@ fn cl_unit<const W: usize>(
                 prefetch(x, xb + (i + CL_PREFETCH_ROWS) as i64 * x.stride[2], x.stride[1], nc);
             }
         }
-        if let Some(f) = &p.final_states {
-            for j in 0..k {
-                let keep = match mask {
-                    Some(m) if u.len > 0 => (m[k + u.len - 1] >> (j + 1)) & 1 != 0,
-                    _ => true,
-                };
-                let off = u.slot * f.stride[0] + c0i * f.stride[1] + j as i64 * f.stride[2];
-                if keep {
-                    store(f, off, f.stride[1], src(u.len + j));
-                } else {
-                    store_zeros(f, off, f.stride[1], nc);
-                }
-            }
-        }
+        cl_store_final(p, u, c0i, k, nc, mask, |j| src(u.len + j));
         return;
     }
     let mut t = 0;
@@ -292,6 +268,13 @@ fn cl_unit<const W: usize>(
         t += n;
     }
     // xe rows 0..K now hold positions len-K .. len.
+    cl_store_final(p, u, c0i, k, nc, mask, |j| &xe[row(j)]);
+}
+
+/// Channel-last: final_states rows 0..K of the unit's channels from `rows(j)` (position len-K+j),
+/// zeros where seq_idx says the position belongs to another sequence.
+#[inline(always)]
+fn cl_store_final<'a>(p: &FwdPlan, u: &Unit, c0i: i64, k: usize, nc: usize, mask: Option<&[u8]>, rows: impl Fn(usize) -> &'a [f32]) {
     if let Some(f) = &p.final_states {
         for j in 0..k {
             let keep = match mask {
@@ -300,10 +283,30 @@ fn cl_unit<const W: usize>(
             };
             let off = u.slot * f.stride[0] + c0i * f.stride[1] + j as i64 * f.stride[2];
             if keep {
-                store(f, off, f.stride[1], &xe[row(j)]);
+                store(f, off, f.stride[1], rows(j));
             } else {
                 store_zeros(f, off, f.stride[1], nc);
             }
+        }
+    }
+}
+
+/// Channel-first chunk of tokens [t, t+n): puts into xe[K..K+h] the x values its window cannot
+/// read in place and returns h. With `xs` (f32 x with contiguous tokens, read in place) only the
+/// unit's first 8 tokens are copied, after the initial state in xe[..K] (every later chunk starts
+/// at t >= 8 > K); otherwise the whole chunk is copied.
+#[inline(always)]
+pub(super) fn cf_chunk_window(xs: Option<&[f32]>, x: &View, xb: i64, t: usize, n: usize, k: usize, xe: &mut [f32]) -> usize {
+    match xs {
+        Some(xs) if t == 0 => {
+            let h = n.min(8);
+            xe[k..k + h].copy_from_slice(&xs[..h]);
+            h
+        }
+        Some(_) => 0,
+        None => {
+            load(x, xb + t as i64 * x.stride[2], x.stride[2], &mut xe[k..k + n]);
+            n
         }
     }
 }

@@ -45,7 +45,8 @@
 #define CCV_NT_stepv 128
 #define CCV_NT_fwd_states 128
 #define CCV_NT_bwd_states 128
-#define CCV_NT_bwd_reduce 256
+// most threads per block; a launch uses 32 outputs x lanes (kernels.rs: reduce_lanes)
+#define CCV_NT_bwd_reduce 1024
 // Launch bounds per family, x dtype and width W. On NVIDIA a minimum of resident blocks caps
 // registers at 65536 / (128 * b): used where it was measured to help on the H100 (fwd_cf: 12
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider

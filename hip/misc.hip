@@ -261,64 +261,74 @@ CCV_DEV void step_body(const ccv_params& P) {
 // ---------------------------------------------------------------- stepv (the decode step in registers)
 // The common decode step — one token, no cache_seqlens, state_len = W-1 or W, slots contiguous
 // (channel-major or position-major), 4 channels per thread on the vector path everywhere (dim % 4
-// == 0; kernels.rs checks every alignment) — without shared memory: thread = (batch row, 4
-// channels); it loads its state_len state vectors, x and its weights at once, computes, and stores
-// the shifted state; the shift is a register permutation known at compile time. One memory round
-// trip per thread and no barrier (the staged `step` kernel has two per block).
+// == 0; kernels.rs checks every alignment) — without shared memory: thread = (4 channels, the
+// `chunk` batch rows of its block). It loads its weights once, then takes its rows two at a time:
+// both rows' state_len state vectors and x are loaded before anything is stored; the shift is a
+// register permutation known at compile time. No barrier (the staged `step` kernel has two).
 template <typename T, int W, int SL, bool PM>
-CCV_DEV void stepv_sl(const ccv_params& P, int64_t b, int64_t d0) {
+CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0) {
   constexpr bool pm = PM;  // compile-time: register arrays are indexed by it
-  constexpr int K = W - 1, C = 4;
+  constexpr int K = W - 1, C = 4, RR = 2;  // 8 channels per 16-bit thread: 146 registers, slower
   typedef QN<T, C> Q;
-  const int64_t orow = b * P.out_s[0] + d0;
-  const int64_t o = update_slot_off(P, b);
   const bool silu = P.flags & CCV_F_SILU;
-  if (o < 0) {  // padding row
-    float z[C] = {0.f, 0.f, 0.f, 0.f};
-    Q::st((T*)P.out + orow, Q::pack(z));
-    return;
-  }
-  T* cs = (T*)P.conv_state + o + (pm ? d0 : d0 * SL);
-  // vector q: position-major = position q of the 4 channels; channel-major = elements [4q, 4q+4)
-  // of the channels' concatenated SL-long rows
-  typename Q::raw raw[SL];
-#pragma unroll
-  for (int q = 0; q < SL; ++q) raw[q] = Q::ld(cs + (pm ? q * P.cs_s[2] : q * C));
-  const typename Q::raw xr = Q::ld((const T*)P.x + b * P.x_s[0] + d0);
   float w[C][W], bias[C];
 #pragma unroll
   for (int c = 0; c < C; ++c) load_weights<W>(P, d0 + c, w[c], bias[c]);
-  float st[SL * C], xv[C];  // st[c * SL + j] = position j of channel c
-  Q::unpack(xr, xv);
+  for (int64_t bb = b0; bb < b1; bb += RR) {
+    // vector q of a row: position-major = position q of the 4 channels; channel-major = elements
+    // [4q, 4q+4) of the channels' concatenated SL-long rows
+    typename Q::raw raw[RR][SL], xr[RR];
+    int64_t o[RR];
 #pragma unroll
-  for (int q = 0; q < SL; ++q) {
-    float f[C];
-    Q::unpack(raw[q], f);
+    for (int j = 0; j < RR; ++j) {
+      o[j] = bb + j < b1 ? update_slot_off(P, bb + j) : -1;  // < 0: padding row or past the block
+      if (o[j] < 0) continue;
+      const T* cs = (const T*)P.conv_state + o[j] + (pm ? d0 : d0 * SL);
 #pragma unroll
-    for (int e = 0; e < C; ++e) st[pm ? e * SL + q : q * C + e] = f[e];
-  }
-  float out[C];
+      for (int q = 0; q < SL; ++q) raw[j][q] = Q::ld(cs + (pm ? q * P.cs_s[2] : q * C));
+      xr[j] = Q::ld((const T*)P.x + (bb + j) * P.x_s[0] + d0);
+    }
 #pragma unroll
-  for (int c = 0; c < C; ++c) {
-    float acc = bias[c] + w[c][K] * xv[c];
+    for (int j = 0; j < RR; ++j) {
+      if (bb + j >= b1) break;
+      T* outp = (T*)P.out + (bb + j) * P.out_s[0] + d0;
+      if (o[j] < 0) {  // padding row: output 0, state untouched
+        float z[C];
 #pragma unroll
-    for (int k = 0; k < K; ++k) acc += w[c][k] * st[c * SL + SL - K + k];
-    out[c] = act_f(acc, silu);
-  }
-  Q::st((T*)P.out + orow, Q::pack(out));
-  float ns[SL * C];  // shifted by one token
+        for (int c = 0; c < C; ++c) z[c] = 0.f;
+        Q::st(outp, Q::pack(z));
+        continue;
+      }
+      float st[SL * C], xv[C];  // st[c * SL + p] = position p of channel c
+      Q::unpack(xr[j], xv);
 #pragma unroll
-  for (int c = 0; c < C; ++c) {
+      for (int q = 0; q < SL; ++q) {
+        float f[C];
+        Q::unpack(raw[j][q], f);
 #pragma unroll
-    for (int j = 0; j + 1 < SL; ++j) ns[c * SL + j] = st[c * SL + j + 1];
-    ns[c * SL + SL - 1] = xv[c];
-  }
+        for (int e = 0; e < C; ++e) st[pm ? e * SL + q : q * C + e] = f[e];
+      }
+      float out[C];
 #pragma unroll
-  for (int q = 0; q < SL; ++q) {
-    float f[C];
+      for (int c = 0; c < C; ++c) {
+        float acc = bias[c] + w[c][K] * xv[c];
 #pragma unroll
-    for (int e = 0; e < C; ++e) f[e] = ns[pm ? e * SL + q : q * C + e];
-    Q::st(cs + (pm ? q * P.cs_s[2] : q * C), Q::pack(f));
+        for (int k = 0; k < K; ++k) acc += w[c][k] * st[c * SL + SL - K + k];
+        out[c] = act_f(acc, silu);
+      }
+      Q::st(outp, Q::pack(out));
+      T* cs = (T*)P.conv_state + o[j] + (pm ? d0 : d0 * SL);
+#pragma unroll
+      for (int q = 0; q < SL; ++q) {  // shifted by one token: position p takes p + 1, the last x
+        float f[C];
+#pragma unroll
+        for (int e = 0; e < C; ++e) {
+          const int i = pm ? e * SL + q : q * C + e, c = i / SL, p = i % SL;
+          f[e] = p + 1 < SL ? st[c * SL + p + 1] : xv[c];
+        }
+        Q::st(cs + (pm ? q * P.cs_s[2] : q * C), Q::pack(f));
+      }
+    }
   }
 }
 
@@ -328,17 +338,17 @@ CCV_DEV void stepv_body(const ccv_params& P) {
   if (blk >= (uint64_t)P.n_blocks) return;
   const uint32_t nct = (uint32_t)P.n_ctiles;
   const int64_t d0 = ((int64_t)(blk % nct) * CCV_NT_stepv + threadIdx.x) * 4;
-  const int64_t b = blk / nct;
+  const int64_t b0 = (blk / nct) * P.chunk, b1 = min(P.batch, b0 + P.chunk);
   if (d0 >= P.dim || W < 2) return;
   constexpr int SK = W > 1 ? W - 1 : 1;
   const bool pm = P.flags & CCV_F_STEP_PM;
   if (P.state_len == W - 1) {
-    if (pm) stepv_sl<T, W, SK, true>(P, b, d0);
-    else stepv_sl<T, W, SK, false>(P, b, d0);
+    if (pm) stepv_rows<T, W, SK, true>(P, b0, b1, d0);
+    else stepv_rows<T, W, SK, false>(P, b0, b1, d0);
   } else if (pm) {
-    stepv_sl<T, W, W, true>(P, b, d0);
+    stepv_rows<T, W, W, true>(P, b0, b1, d0);
   } else {
-    stepv_sl<T, W, W, false>(P, b, d0);
+    stepv_rows<T, W, W, false>(P, b0, b1, d0);
   }
 }
 
@@ -448,20 +458,42 @@ CCV_DEV void bwd_states_body(const ccv_params& P) {
 }
 
 // ---------------------------------------------------------------- dweight/dbias reduction
-// Thread = (channel d, tap k), k = W: dbias. Sums ws[r, d, k] for r = 0..n_partials-1 in order
-// (bitwise reproducible) and stores in the dweight/dbias dtypes. n_partials = 0 writes zeros.
+// Block = 32 outputs (channel d, tap k; k = W: dbias) x `lanes` = blockDim.x / 32 lanes (kernels.rs
+// picks lanes from n_partials alone). Lane j sums the partial rows ws[r, d, k], r = j, j + lanes,
+// ... in order, loading 8 rows ahead; then the lanes are added pairwise in shared memory in a
+// fixed tree. The order depends only on n_partials, so dweight/dbias are bitwise reproducible.
+// n_partials = 0 writes zeros. (One thread per output summing every row was latency-bound when
+// there are many partial rows over few channels: 18 us for 792 rows x 1280 outputs.)
 CCV_DEV void bwd_reduce_body(const ccv_params& P) {
+  __shared__ float part[CCV_NT_bwd_reduce];
   const uint32_t W1 = (uint32_t)P.width + 1;
   const uint32_t n = (uint32_t)P.dim * W1;
-  const uint32_t idx = block_linear() * CCV_NT_bwd_reduce + threadIdx.x;
-  if (idx >= n) return;
-  const uint32_t d = idx / W1, k = idx % W1;
-  if (k + 1 == W1 && !(P.flags & CCV_F_DBIAS)) return;
+  const int lanes = blockDim.x / 32, tx = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const uint32_t idx = block_linear() * 32 + tx;
+  const int64_t R = P.n_partials;
   float s = 0.f;
-  const float* src = P.ws + idx;
-  for (int64_t r = 0; r < P.n_partials; ++r) s += src[r * (int64_t)n];
+  if (idx < n) {
+    const float* src = P.ws + idx;
+    int64_t r = lane;
+    constexpr int AHEAD = 8;
+    for (; r + (AHEAD - 1) * lanes < R; r += AHEAD * lanes) {
+      float v[AHEAD];
+#pragma unroll
+      for (int u = 0; u < AHEAD; ++u) v[u] = src[(r + u * lanes) * (int64_t)n];
+#pragma unroll
+      for (int u = 0; u < AHEAD; ++u) s += v[u];
+    }
+    for (; r < R; r += lanes) s += src[r * (int64_t)n];
+  }
+  part[threadIdx.x] = s;
+  for (int h = lanes / 2; h >= 1; h /= 2) {
+    __syncthreads();
+    if (lane < h) part[threadIdx.x] = s = s + part[threadIdx.x + h * 32];
+  }
+  if (lane != 0 || idx >= n) return;
+  const uint32_t d = idx / W1, k = idx % W1;
   if (k + 1 < W1) st_dt(P.dweight, d * P.dw_s[0] + k * P.dw_s[1], P.dw_dtype, s);
-  else st_dt(P.dbias, d * P.dbias_s, P.db_dtype, s);
+  else if (P.flags & CCV_F_DBIAS) st_dt(P.dbias, d * P.dbias_s, P.db_dtype, s);
 }
 
 CCV_INSTANTIATE_W(update)

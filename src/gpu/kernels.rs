@@ -133,8 +133,8 @@ impl KParams {
 
 /// Threads per block of the main kernels, update and states kernels.
 pub const NT: u32 = 128;
-/// Threads per block of `ccv1d_bwd_reduce`.
-pub const NT_REDUCE: u32 = 256;
+/// Most threads per block of `ccv1d_bwd_reduce` (a launch uses 32 outputs x `reduce_lanes`).
+pub const NT_REDUCE: u32 = 1024;
 /// Channel-first: 16-byte vectors per thread per tile (`CCV_CF_ITEMS`).
 pub const CF_ITEMS: i64 = 2;
 /// Channel-last tile: tokens x channels (`CCV_CL_TT`, `CCV_CL_CC`).
@@ -296,22 +296,21 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks })
 }
 
-/// Channel-last forward (`ccv1d_fwd_cl_*`, a streaming kernel: each thread walks chunk / 8
-/// consecutive tokens of 4 channels, reading K tokens before them again; also the backward's
-/// `ccv1d_bwd_cls_*`). Chunks of whole CL_TT tiles, balanced along the row, their count chosen for
-/// the fewest wave-quantized tiles per block slot: cost = waves * (tiles per block + 1/2 for the
-/// halo a lane re-reads), slots = 6 resident blocks per multiprocessor for W <= 4, else 4 (the
-/// forward's launch bounds). Longer lanes than one tile per block where that does not add a wave
-/// (8x2048x1024 bf16: 768 blocks of 6 tiles instead of 4096 of 1; measured on the H100,
-/// docs/perf.md).
-pub fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+/// Channel-last streaming kernels (`ccv1d_fwd_cl_*`: each thread walks chunk / 8 consecutive
+/// tokens of 4 channels, reading K tokens before them again; the backward's `ccv1d_bwd_cls_*`).
+/// Chunks of whole CL_TT tiles, balanced along the row, their count chosen for the fewest
+/// wave-quantized tiles per block slot: cost = waves * (tiles per block + 1/2 for the halo a lane
+/// re-reads), slots = `blocks_per_sm` resident blocks per multiprocessor (`cl_blocks_per_sm`).
+/// Longer lanes than one tile per block where that does not add a wave (8x2048x1024 bf16: 768
+/// blocks of 6 tiles instead of 4096 of 1; measured on the H100, docs/perf.md).
+pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     if dim > i32::MAX as i64 || batch > i32::MAX as i64 {
         bail!(CCV1D_ERR_OVERFLOW, "GPU kernels take batch and dim below 2^31 (batch {batch}, dim {dim})");
     }
     let tiles_per_row = ceil_div(seqlen.max(1), CL_TT);
     let n_ctiles = ceil_div(dim.max(1), CL_CC);
     let rows = batch.saturating_mul(n_ctiles);
-    let slots = (dev.multiprocessors.max(1) as i64) * if width <= 4 { 6 } else { 4 };
+    let slots = (dev.multiprocessors.max(1) as i64) * blocks_per_sm;
     let mut best = (f64::INFINITY, 1i64);
     // candidate chunk counts: every per-block tile count gives one (the fewest chunks for it)
     let mut per_block = tiles_per_row;
@@ -328,6 +327,9 @@ pub fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &Devi
         }
         per_block = pb - 1;
     }
+    if let Some(t) = knob(Knob::ClTiles) {
+        best.1 = ceil_div(tiles_per_row, t);
+    }
     let chunk = ceil_div(tiles_per_row, best.1) * CL_TT;
     let n_chunks = ceil_div(seqlen.max(1), chunk);
     let n_blocks = rows.saturating_mul(n_chunks);
@@ -335,6 +337,18 @@ pub fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &Devi
         bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch ({n_blocks} blocks)");
     }
     Ok(MainGeom { layout: Layout::ChannelLast, chunk, n_chunks, n_ctiles, n_blocks })
+}
+
+/// Resident blocks per multiprocessor of the streaming channel-last kernels, for their
+/// geometry: the forward's launch bounds (6 for W <= 4, else 4); the backward's from its
+/// registers (ptxas, sm_90: f32 96 / 122 / 151 for W = 4 / 5 / 8, 16-bit 108 / 152 / 172 / 240
+/// for W = 2 / 4 / 5 / 8, 128 threads per block).
+fn cl_blocks_per_sm(backward: bool, dt: DType, width: i64) -> i64 {
+    match (backward, dt) {
+        (false, _) => if width <= 4 { 6 } else { 4 },
+        (true, DType::F32) => if width <= 4 { 5 } else if width <= 6 { 4 } else { 3 },
+        (true, _) => if width <= 3 { 4 } else if width <= 4 { 3 } else { 2 },
+    }
 }
 
 /// A 2-D grid holding `n` blocks (the kernels decode `blockIdx.y * gridDim.x + blockIdx.x` and
@@ -489,7 +503,7 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
         let g = match layout {
             Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
-            Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev)?,
+            Layout::ChannelLast => cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, cl_blocks_per_sm(false, inp.x.dtype, inp.width), dev)?,
         };
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
@@ -536,7 +550,8 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
     }
     let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
     if layout == Layout::ChannelLast && bwd_streams(p) {
-        return fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev).map(Some);
+        let per_sm = cl_blocks_per_sm(true, inp.x.dtype, inp.width);
+        return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, per_sm, dev).map(Some);
     }
     main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev).map(Some)
 }
@@ -564,6 +579,12 @@ fn bwd_partials(p: &BwdPlan, g: &Option<MainGeom>) -> i64 {
 /// (`CCV_F_DIRECT`), with no workspace and no reduce launch (a launch is ~2 µs of a small call).
 fn bwd_direct(n_partials: i64) -> bool {
     n_partials == 1
+}
+
+/// Lanes per output of `ccv1d_bwd_reduce` (its block = 32 outputs x lanes): about 4 partial rows
+/// per lane, 4 to 32 lanes. A function of n_partials alone, so the summation order is too.
+fn reduce_lanes(n_partials: i64) -> u32 {
+    (ceil_div(n_partials.max(1), 4) as u64).next_power_of_two().clamp(4, NT_REDUCE as u64 / 32) as u32
 }
 
 /// Workspace bytes `bwd_launches` needs: fp32 partials `[batch * n_chunks, dim, width + 1]`.
@@ -630,8 +651,8 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
             bail!(CCV1D_ERR_OVERFLOW, "dim too large");
         }
         let mut kr = k;
-        kr.n_blocks = ceil_div(nred, NT_REDUCE as i64);
-        v.push(launch("ccv1d_bwd_reduce".to_string(), kr.n_blocks, NT_REDUCE, &kr));
+        kr.n_blocks = ceil_div(nred, 32);
+        v.push(launch("ccv1d_bwd_reduce".to_string(), kr.n_blocks, 32 * reduce_lanes(n_partials), &kr));
     }
     if p.dinitial_states.is_some() && inp.batch > 0 {
         v.extend(states_launch(format!("ccv1d_bwd_states_{}", dt_name(dt)), &k));
@@ -695,9 +716,10 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     // 21.9 against 24.4 µs, and at B = 1 both lose to `update`: 2.9-3.2 against 2.3-2.6 µs).
     let big_grid = p.batch.saturating_mul(k.n_ctiles) > wave / 2;
     let family = if let Some(pm) = stepv_fits(p).filter(|_| big_grid && p.x.dtype != DType::F32) {
-        // The decode step in registers: thread = (batch row, 4 channels).
+        // The decode step in registers: thread = (4 channels, `chunk` batch rows), weights loaded
+        // once per thread; rows enough to bring the grid back to about one wave of blocks.
         k.n_ctiles = ceil_div(p.dim / 4, NT as i64);
-        k.chunk = 1;
+        k.chunk = knob(Knob::StepRows).unwrap_or_else(|| ceil_div(p.batch.saturating_mul(k.n_ctiles), wave)).clamp(1, UPD_ROWS);
         if pm {
             k.flags |= F_STEP_PM;
         }
@@ -751,7 +773,7 @@ fn staged_rows(p: &UpdatePlan, resident: i64) -> Option<(i64, bool)> {
         return None;
     }
     let groups = (resident / tiles).max(1);
-    let rows = step_rows_knob().unwrap_or_else(|| ceil_div(p.batch, groups));
+    let rows = knob(Knob::StepRows).unwrap_or_else(|| ceil_div(p.batch, groups));
     Some((rows.clamp(1, fit.min(UPD_ROWS)), position_major))
 }
 
@@ -786,9 +808,23 @@ fn stepv_fits(p: &UpdatePlan) -> Option<bool> {
     (state_ok && rows_ok(&p.x) && rows_ok(&p.out)).then_some(pm)
 }
 
-fn step_rows_knob() -> Option<i64> {
-    static KNOB: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| std::env::var("CCV1D_STEP_ROWS").ok()?.trim().parse().ok())
+/// Tuning knobs for `ccv1d bench` (README): integer environment variables, read once.
+#[derive(Clone, Copy)]
+enum Knob {
+    /// `CCV1D_STEP_ROWS`: batch rows per block of the decode-step kernels.
+    StepRows,
+    /// `CCV1D_CL_TILES`: CL_TT-token tiles per block of the streaming channel-last kernels.
+    ClTiles,
+}
+
+fn knob(k: Knob) -> Option<i64> {
+    use std::sync::OnceLock;
+    static VALUES: [OnceLock<Option<i64>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let name = match k {
+        Knob::StepRows => "CCV1D_STEP_ROWS",
+        Knob::ClTiles => "CCV1D_CL_TILES",
+    };
+    *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= 1))
 }
 
 // ------------------------------------------------------------------ tests
@@ -917,13 +953,20 @@ mod tests {
         k
     }
 
+    #[test]
+    fn reduce_lanes_rows_per_lane() {
+        // 4 to 32 lanes, powers of two, ~4 partial rows per lane (4x256x4096 channel-last: 128 rows)
+        let got: Vec<u32> = [0, 1, 4, 16, 17, 64, 65, 128, 792, 1 << 20].iter().map(|&r| reduce_lanes(r)).collect();
+        assert_eq!(got, [4, 4, 4, 4, 8, 16, 32, 32, 32, 32]);
+    }
+
     fn check_grid(l: &Launch) {
         let k = params_of(l);
         let cap = l.grid[0] as i64 * l.grid[1] as i64;
         assert!(cap >= k.n_blocks, "{}: grid {:?} < {} blocks", l.kernel, l.grid, k.n_blocks);
         assert!(cap - k.n_blocks < l.grid[0] as i64, "{}: a whole spare grid row", l.kernel);
         assert!(l.grid[1] <= 65535 && l.grid[0] as i64 <= MAX_GRID_X);
-        assert!(l.block[0] == NT || l.block[0] == NT_REDUCE);
+        assert!(l.block[0] == NT || (l.kernel == "ccv1d_bwd_reduce" && l.block[0] % 32 == 0 && l.block[0] <= NT_REDUCE));
         assert_eq!(l.shared_mem_bytes, 0);
     }
 
@@ -985,12 +1028,16 @@ mod tests {
         let h100 = DeviceInfo { multiprocessors: 132, ..mi300() };
         // (batch, dim, seqlen) -> expected (chunk tokens, chunks per row)
         for ((b, d, l), want) in [((8, 2048, 1024), (384, 3)), ((4, 4096, 512), (192, 3)), ((4, 5376, 4096), (640, 7)), ((1, 32, 64), (64, 1))] {
-            let g = fwd_cl_geometry(b, d, l, 4, &h100).unwrap();
+            let g = cl_stream_geometry(b, d, l, 6, &h100).unwrap();
             assert_eq!((g.chunk, g.n_chunks), want, "{b}x{d}x{l}");
             assert_eq!(g.n_blocks, b * ceil_div(d, CL_CC) * g.n_chunks);
         }
+        // the backward's fewer resident blocks (16-bit W=4: 3 per SM) can mean longer chunks
+        assert_eq!(cl_blocks_per_sm(true, DType::BF16, 4), 3);
+        let g = cl_stream_geometry(4, 256, 4096, cl_blocks_per_sm(true, DType::BF16, 4), &h100).unwrap();
+        assert_eq!((g.chunk, g.n_chunks), (192, 22));
         for l in [1, 63, 64, 65, 1000, 4097] {
-            let g = fwd_cl_geometry(3, 100, l, 8, &h100).unwrap();
+            let g = cl_stream_geometry(3, 100, l, 4, &h100).unwrap();
             assert_eq!(g.chunk % CL_TT, 0);
             assert_eq!(g.n_chunks, ceil_div(l, g.chunk));
             assert!((g.n_chunks - 1) * g.chunk < l);
@@ -1137,8 +1184,8 @@ mod tests {
                 assert_eq!(bytes, (km.n_partials * d * (w + 1) * 4) as usize);
                 assert_eq!(km.ws, 0x8000_0000);
                 let kr = params_of(&v[1]);
-                assert_eq!(v[1].block[0], NT_REDUCE);
-                assert!(kr.n_blocks * NT_REDUCE as i64 >= d * (w + 1));
+                assert_eq!(v[1].block[0], 32 * reduce_lanes(km.n_partials));
+                assert!(kr.n_blocks * 32 >= d * (w + 1) && (kr.n_blocks - 1) * 32 < d * (w + 1));
                 assert_eq!(kr.n_partials, km.n_partials);
                 assert_eq!(kr.flags & F_DBIAS, F_DBIAS);
                 assert_eq!((kr.dw_dtype, kr.db_dtype), (DT_F32, DT_BF16));
@@ -1221,7 +1268,8 @@ mod tests {
         assert_eq!(lr.kernel, "ccv1d_stepv_f16_w4");
         check_grid(lr);
         let kr = params_of(lr);
-        assert_eq!((kr.n_ctiles, kr.chunk, kr.n_blocks, kr.flags & F_STEP_PM), (11, 1, 256 * 11, 0));
+        // 256 rows x 11 tiles over a wave of 132 x 16 blocks: 2 rows per block
+        assert_eq!((kr.n_ctiles, kr.chunk, kr.n_blocks, kr.flags & F_STEP_PM), (11, 2, 128 * 11, 0));
         let reg_pm = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 4, 1, 5376]), state_len: 4, ..reg };
         let lp = &update_launches(&reg_pm, &h100()).unwrap()[0];
         assert_eq!((lp.kernel.as_str(), params_of(lp).flags & F_STEP_PM), ("ccv1d_stepv_f16_w4", F_STEP_PM));

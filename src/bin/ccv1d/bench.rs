@@ -8,6 +8,9 @@
 //!   all the backend's threads; the better one is the reference. GPU: a device-to-device
 //!   copy of 1 GiB, best of 10, by the driver (`ccv1d_memcpy`) and by the library's 16-byte-vector
 //!   copy kernel; the faster one. Copy bandwidth counts read + write (2 × bytes).
+//! - Same-bytes copy (GPU, last column `SameCopy(ms)`): the same two copies moving one row's
+//!   traffic (half read, half written), timed like the rows; for small rows, where launch and
+//!   tail dominate, the time a plain copy of those bytes takes.
 //! - Timing. CPU: host clock around each call. GPU (`--timing`): `graph` (default) captures the
 //!   row's calls (at least 20, every buffer set once or more) into a CUDA/HIP graph on a stream of
 //!   its own and times each replay with device events, so host launch cost is not in the number;
@@ -681,6 +684,32 @@ fn gpu_copy(clock: &Clock) -> Result<CopyRef, String> {
     })
 }
 
+/// GPU: median ms of a device copy of a row's traffic (half read, half written), by the driver
+/// (`ccv1d_memcpy`) and by the library's 16-byte copy kernel, the faster; timed like the rows
+/// (same rotation and clock). The cost of the same bytes in one plain launch, launch and tail
+/// included: what a small row can be held against.
+fn same_bytes_copy(traffic: usize, clock: &Clock, rotation: usize, warmup: usize, iters: usize) -> Result<f64, String> {
+    let half = (traffic / 2).next_multiple_of(16).max(16);
+    let sets = rotation.div_ceil(2 * half).clamp(1, MAX_SETS);
+    let cold = 2 * half * sets >= rotation;
+    let mut best = f64::INFINITY;
+    for by_driver in [true, false] {
+        let (src, dst) = (Slab::new(half, sets, true)?, Slab::new(half, sets, true)?);
+        let (sp, dp, stride) = (src.at(0) as usize, dst.at(0) as usize, src.stride);
+        let call = move |s: usize, stream: usize| {
+            let (d, sr) = (dp + s * stride, sp + s * stride);
+            if by_driver {
+                unsafe { capi::ccv1d_memcpy(d as *mut c_void, sr as *const c_void, half, stream as *mut c_void) }
+            } else {
+                causal_conv1d::gpu::copy_kernel(d, sr, half, stream).map_or_else(|e| e.status, |()| CCV1D_OK)
+            }
+        };
+        let p = Prepared { _bufs: vec![src, dst], _small: Vec::new(), call: Box::new(call), sets, cold };
+        best = best.min(time_row(&p, true, clock, warmup, iters, false)?.median_ms);
+    }
+    Ok(best)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Output
 
@@ -711,6 +740,8 @@ fn json_num(v: f64) -> String {
 struct Done {
     row: Row,
     res: Result<Timing, String>,
+    /// GPU: `same_bytes_copy` of the row's traffic (ms).
+    copy_ms: Option<f64>,
 }
 
 impl Done {
@@ -755,6 +786,7 @@ fn record(d: &Done, copy: f64) -> Vec<(&'static str, Field)> {
         ("mean_ms", ms(|t| t.mean_ms)),
         ("gbs", Num(g, 3)),
         ("pct_copy", Num(g.map(|g| 100.0 * g / copy), 2)),
+        ("same_bytes_copy_ms", Num(d.copy_ms, 6)),
         ("warmup", count(|t| t.warmup)),
         ("iters", count(|t| t.iters)),
         ("sets", count(|t| t.sets)),
@@ -857,10 +889,10 @@ fn table(rows: &[Done], copy: f64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<28} {:<6} {:<5} {:<3} {:<4} {:<22} {:>11} {:>10} {:>10} {:>9} {:>7} {:>6} {:>5} cache",
+        "{:<28} {:<6} {:<5} {:<3} {:<4} {:<22} {:>11} {:>10} {:>10} {:>9} {:>7} {:>6} {:>5} cache  SameCopy(ms)",
         "Configuration", "op", "dtype", "lay", "act", "shape", "Median(ms)", "Min(ms)", "Mean(ms)", "BW(GB/s)", "%copy", "iters", "sets"
     );
-    let _ = writeln!(s, "{}", "-".repeat(152));
+    let _ = writeln!(s, "{}", "-".repeat(166));
     for d in rows {
         let r = &d.row;
         let _ = write!(s, "{:<28} {:<6} {:<5} {:<3} {:<4} {:<22} ", r.name, r.op.name(), r.dt.name(), r.layout(), if r.silu { "silu" } else { "-" }, r.shape());
@@ -869,7 +901,7 @@ fn table(rows: &[Done], copy: f64) -> String {
                 let g = d.gbs().unwrap_or(f64::NAN);
                 let _ = writeln!(
                     s,
-                    "{:>11.4} {:>10.4} {:>10.4} {:>9.2} {:>6.1}% {:>6} {:>5} {}",
+                    "{:>11.4} {:>10.4} {:>10.4} {:>9.2} {:>6.1}% {:>6} {:>5} {}{}",
                     t.median_ms,
                     t.min_ms,
                     t.mean_ms,
@@ -877,7 +909,8 @@ fn table(rows: &[Done], copy: f64) -> String {
                     100.0 * g / copy,
                     t.iters,
                     t.sets,
-                    if t.cold { "cold" } else { "warm" }
+                    if t.cold { "cold" } else { "warm" },
+                    d.copy_ms.map_or(String::new(), |c| format!(" {c:>11.4}"))
                 );
             }
             Err(e) => {
@@ -991,6 +1024,7 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
 
     let tty = std::io::stderr().is_terminal();
     let mut done = Vec::with_capacity(rows.len());
+    let mut same_copy = std::collections::HashMap::new();
     let t_all = Instant::now();
     for (i, r) in rows.iter().enumerate() {
         let label = format!("[{}/{}] {} {} {} {} {}", i + 1, rows.len(), r.name, r.op.name(), r.dt.name(), r.layout(), r.shape());
@@ -1001,7 +1035,8 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
         }
         let _ = std::io::stderr().flush();
         let res = prepare(r, gpu, rotation).and_then(|p| time_row(&p, gpu, &clock, warmup, iters, auto));
-        done.push(Done { row: r.clone(), res });
+        let copy_ms = gpu.then(|| *same_copy.entry(r.traffic()).or_insert_with(|| same_bytes_copy(r.traffic(), &clock, rotation, warmup, iters).ok()));
+        done.push(Done { row: r.clone(), res, copy_ms: copy_ms.flatten() });
     }
     if tty {
         eprintln!("\r\x1b[K[{}/{}] done in {:.1} s", rows.len(), rows.len(), t_all.elapsed().as_secs_f64());
@@ -1026,6 +1061,7 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
         ("rotation", rot.clone()),
         ("iterations", iters_note.clone()),
         ("traffic", "fwd: x + out; bwd: x + dout + dx; update: x + conv_state read + conv_state write + out; BW from the median".to_string()),
+        ("same_copy", if gpu { "SameCopy = a device copy of the row's traffic (half read, half written; ccv1d_memcpy or the 16-byte copy kernel, the faster), timed the same way" } else { "-" }.to_string()),
     ];
     let failures = done.iter().filter(|d| d.res.is_err()).count();
     if let Some(p) = a.get("json") {

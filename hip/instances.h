@@ -51,8 +51,9 @@
 // registers at 65536 / (128 * b): used where it was measured to help on the H100 (fwd_cf: 12
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
 // windows spill there, so 8 blocks = 64; fwd_cl: 6 (80) for W <= 4, else 4 (its general path
-// spills there, the streaming path does not; kernels.rs's fwd_cl_geometry assumes these);
-// bwd_cf: 8 (64) for W <= 4, 6 (80) above, no spills; bwd_cfs: 5 (its least without spills);
+// spills there, the streaming path does not; kernels.rs's cl_blocks_per_sm assumes these);
+// bwd_cf: 8 (64) for W <= 4, 7 (72) above (W = 8 spills 8 bytes; against 6 blocks every W = 5-8
+// row was 4-7 % faster, f32 and bf16); bwd_cfs: 5 (its least without spills);
 // f32 bwd_cls: 5 (96) for W <= 4 —
 // 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
@@ -87,13 +88,13 @@
 #define CCV_LB_fwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)
 #endif
 #ifndef CCV_LB_bwd_cf_f32
-#define CCV_LB_bwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 6)
+#define CCV_LB_bwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 7)
 #endif
 #ifndef CCV_LB_bwd_cf_f16
-#define CCV_LB_bwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 6)
+#define CCV_LB_bwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 7)
 #endif
 #ifndef CCV_LB_bwd_cf_bf16
-#define CCV_LB_bwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 6)
+#define CCV_LB_bwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 7)
 #endif
 #ifndef CCV_LB_bwd_cfs_f32
 #define CCV_LB_bwd_cfs_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfs, 5)

@@ -50,24 +50,24 @@
 // Launch bounds per family, x dtype and width W. On NVIDIA a minimum of resident blocks caps
 // registers at 65536 / (128 * b): used where it was measured to help on the H100 (fwd_cf: 12
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
-// windows spill there, so 8 blocks = 64; fwd_cl: 6 (80) for W <= 4, else 4 (its general path
+// windows spill there, so 10 = 51 (W = 6-8 5-9 % faster than 8 = 64); fwd_cl: 6 (80) for W <= 4, else 4 (its general path
 // spills there, the streaming path does not; kernels.rs's cl_blocks_per_sm assumes these);
 // bwd_cf: 8 (64) for W <= 4, 7 (72) above (W = 8 spills 8 bytes; against 6 blocks every W = 5-8
 // row was 4-7 % faster, f32 and bf16); bwd_cfs: 5 (its least without spills);
-// f32 bwd_cls: 5 (96) for W <= 4 —
+// f32 bwd_cls: 5 (96) for W <= 4, 4 (128) above (W = 6-8 6-19 % faster than ptxas's choice) —
 // 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
 // for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
 // -D values at commas).
 #ifndef CCV_LB_fwd_cf_f32
-#define CCV_LB_fwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 8)
+#define CCV_LB_fwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 10)
 #endif
 #ifndef CCV_LB_fwd_cf_f16
-#define CCV_LB_fwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 8)
+#define CCV_LB_fwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 10)
 #endif
 #ifndef CCV_LB_fwd_cf_bf16
-#define CCV_LB_fwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 8)
+#define CCV_LB_fwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 5 ? 12 : 10)
 #endif
 #ifndef CCV_LB_fwd_cfs_f32
 #define CCV_LB_fwd_cfs_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)
@@ -115,7 +115,7 @@
 #define CCV_LB_bwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
 #endif
 #ifndef CCV_LB_bwd_cls_f32
-#define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 4 ? 5 : 1)
+#define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 4 ? 5 : 4)
 #endif
 #ifndef CCV_LB_bwd_cls_f16
 #define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_cls)

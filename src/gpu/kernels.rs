@@ -340,13 +340,13 @@ pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64,
 }
 
 /// Resident blocks per multiprocessor of the streaming channel-last kernels, for their
-/// geometry: the forward's launch bounds (6 for W <= 4, else 4); the backward's from its
-/// registers (ptxas, sm_90: f32 96 / 122 / 151 for W = 4 / 5 / 8, 16-bit 108 / 152 / 172 / 240
-/// for W = 2 / 4 / 5 / 8, 128 threads per block).
+/// geometry: the forward's launch bounds (6 for W <= 4, else 4); the backward's f32 ones (5, else
+/// 4); 16-bit backward from its registers (ptxas, sm_90: 108 / 152 / 172 / 240 for W = 2 / 4 / 5
+/// / 8, 128 threads per block).
 fn cl_blocks_per_sm(backward: bool, dt: DType, width: i64) -> i64 {
     match (backward, dt) {
         (false, _) => if width <= 4 { 6 } else { 4 },
-        (true, DType::F32) => if width <= 4 { 5 } else if width <= 6 { 4 } else { 3 },
+        (true, DType::F32) => if width <= 4 { 5 } else { 4 },
         (true, _) => if width <= 3 { 4 } else if width <= 4 { 3 } else { 2 },
     }
 }

@@ -314,7 +314,9 @@ impl<'a> Row<'a> {
     }
     /// `g(t) = id(t) < 0 ? 0 : dout · act'(pre(t))`, and its error magnitude: an fp32 error
     /// `δ` of pre moves `act'` by at most `|act''|·δ ≤ 0.5·δ` (SiLU), so
-    /// `|dout|·(|act'(pre)| + 0.5·mag(pre))`.
+    /// `|dout|·(|act'(pre)| + 0.5·mag(pre))`. An infinite pre (an infinite x in the window) is
+    /// exact, and SiLU' saturates there (0 or 1): no δ term, so the magnitude stays finite and
+    /// the sums it enters keep their own tolerance.
     fn g(&self, t: usize, dout: &[f64]) -> (f64, f64) {
         if self.id(t as isize) < 0 {
             (0.0, 0.0)
@@ -322,7 +324,8 @@ impl<'a> Row<'a> {
             let (pre, mag) = self.pre(t);
             let dy = dout[self.x_index(t)];
             let ag = act_grad(self.p.silu, pre);
-            let gmag = if self.p.silu { dy.abs() * (ag.abs() + 0.5 * mag) } else { dy.abs() };
+            let delta = if pre.is_infinite() { 0.0 } else { 0.5 * mag };
+            let gmag = if self.p.silu { dy.abs() * (ag.abs() + delta) } else { dy.abs() };
             (dy * ag, gmag)
         }
     }

@@ -459,7 +459,7 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
     }
     let dxt = &mut dx[..k * ncp];
     let gc = &gc[..];
-    cl_tile::<W, true>(dxt, zeros, wt, |r| if r < k { &gc[r * ncp..][..ncp] } else { zeros }, ncp, nw, &dbits[..k], Act::None);
+    cl_tile::<W, true>(dxt, zeros, wt, |r| if r < k { &gc[r * ncp..][..ncp] } else { zeros }, ncp, nw, &dbits[..k], Act::None, false);
     let mm = if M { Some(mask) } else { None };
     for i in 0..k {
         let dxr = &mut dxt[row(i)];

@@ -340,9 +340,9 @@ pub fn row_stride(nc: usize) -> usize {
 /// row, or a row of the caller's x read in place), at least `nw` long. `act` is applied to each
 /// result before it is stored (the forward's activation while it is in registers).
 ///
-/// Walks columns: for each group of 16 (then 8) channels the weights and the last W window
-/// values stay in registers while it slides down the rows, so each window row is read once per
-/// group instead of W times, and the W weight rows once per tile instead of once per row.
+/// Walks columns: for each group of 32 (with `wide`), 16 or 8 channels the weights and the last
+/// W window values stay in registers while it slides down the rows, so each window row is read
+/// once per group instead of W times, and the W weight rows once per tile instead of once per row.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub fn cl_tile<'s, const W: usize, const REV: bool>(
@@ -354,17 +354,25 @@ pub fn cl_tile<'s, const W: usize, const REV: bool>(
     nw: usize,
     bits: &[u8],
     act: Act,
+    wide: bool,
 ) {
     for (p, bp) in bits.chunks(CL_COLS).enumerate() {
         let i0 = p * CL_COLS;
         let rows = cl_rows::<W>(&src, i0, bp.len(), nw);
         let (o, rows) = (&mut o[i0 * ncp..], &rows[..bp.len() + W - 1]);
-        let c16 = nw / 16 * 16;
-        for c in (0..c16).step_by(16) {
-            cl_cols::<W, REV, 16>(o, init, w, rows, ncp, c, bp, act);
+        // 32-channel groups only where 32 registers hold their weights and window (AVX-512):
+        // two independent SiLU chains per step.
+        let c32 = if wide { nw / 32 * 32 } else { 0 };
+        for c in (0..c32).step_by(32) {
+            cl_cols::<W, REV, 32>(o, init, w, rows, ncp, c, bp, act);
         }
-        if c16 < nw {
-            cl_cols::<W, REV, 8>(o, init, w, rows, ncp, c16, bp, act);
+        let mut c = c32;
+        while c + 16 <= nw {
+            cl_cols::<W, REV, 16>(o, init, w, rows, ncp, c, bp, act);
+            c += 16;
+        }
+        if c < nw {
+            cl_cols::<W, REV, 8>(o, init, w, rows, ncp, c, bp, act);
         }
     }
 }

@@ -6,7 +6,7 @@ use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, cl_window, dispa
 use super::elem::{load, prefetch, store, store_streaming, store_zeros, F32Rows};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
-use super::simd::isa_twins;
+use super::simd::{isa_twins, Isa};
 use super::Cfg;
 use crate::error::Result;
 use crate::plan::{FwdPlan, View};
@@ -91,7 +91,7 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
         }
         if cv.cl {
             let mask = std::mem::take(&mut s.mask);
-            cl_unit::<W>(cv, p, cfg.tile_fwd, put, s, masked.then_some(&mask[..]), u, job.c0, nc);
+            cl_unit::<W>(cv, p, cfg.tile_fwd, cfg.isa, put, s, masked.then_some(&mask[..]), u, job.c0, nc);
             s.mask = mask;
         } else {
             let mask = masked.then_some(&s.mask[..]);
@@ -199,6 +199,7 @@ fn cl_unit<const W: usize>(
     cv: &Conv,
     p: &FwdPlan,
     tile: usize,
+    isa: Isa,
     put: Put,
     s: &mut Scratch,
     mask: Option<&[u8]>,
@@ -244,7 +245,7 @@ fn cl_unit<const W: usize>(
         {
             let xe = &xe[..];
             let src = |r: usize| cl_window(xr, xe, t, r, k, ncp, nc);
-            cl_tile::<W, false>(o, bias, wt, src, ncp, nw, &bits[..n], inp.act);
+            cl_tile::<W, false>(o, bias, wt, src, ncp, nw, &bits[..n], inp.act, isa == Isa::Avx512);
         }
         // Row by row while in cache: padding, store; and the next tile's x.
         for i in 0..n {

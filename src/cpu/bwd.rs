@@ -25,9 +25,11 @@ use crate::plan::{Act, BwdPlan, View};
 struct Scratch {
     /// Input window: K halo values / rows, then the chunk (channel-first) or tile (channel-last).
     xe: Vec<f32>,
-    /// g window: K earlier values / rows, then the chunk / tile; at least 2K long / rows.
+    /// g window: K earlier values, then the chunk (channel-first; at least 2K long); channel-last:
+    /// the g rows of the K tokens before the tile.
     g: Vec<f32>,
-    /// Pre-activation chunk / tile.
+    /// Pre-activation chunk (channel-first); channel-last: dout rows of a tile copied from
+    /// inputs that are not read in place.
     pre: Vec<f32>,
     /// dx chunk / tile.
     dx: Vec<f32>,
@@ -64,8 +66,8 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
             let rows = cfg.tile.max(k);
             Scratch {
                 xe: zeroed((k + cfg.tile) * ncp, "bwd x window")?,
-                g: zeroed((k + rows) * ncp, "bwd g window")?,
-                pre: zeroed(cfg.tile * ncp, "bwd pre")?,
+                g: zeroed(k * ncp, "bwd g rows")?,
+                pre: zeroed(cfg.tile * ncp, "bwd dout tile")?,
                 dx: zeroed(rows * ncp, "bwd dx")?,
                 dinit: zeroed(k * ncp, "bwd dinit")?,
                 tmp: zeroed(ncp, "bwd dfinal")?,

@@ -323,9 +323,9 @@ pub fn lanes_total(a: &[f32; 8]) -> f32 {
 // ---------------------------------------------------------------------------------------------
 // Channel-last inner loops: a tile of token rows × a block of channels, rows `ncp` floats apart
 // (`ncp` a multiple of 8; lanes past the block's channels are computed and never stored).
-// Each loop walks the tokens and, per token, runs over the whole row with every operand
-// re-sliced to `ncp` first, so the compiler drops the bounds checks and vectorises over the
-// channels (8 lanes in the AVX2 build). Per element the sums run over k (and tokens) in order.
+// Each loop walks columns: a group of 8, 16 or 32 channels (`[f32; L]` values the compiler
+// keeps in vector registers) slides down the tile's rows. Per element the sums run over k
+// (and tokens) in order, the same operations as the channel-first loops.
 
 /// Row stride of a channel-last tile of `nc` channels: a multiple of 8, plus 8 so that rows of
 /// power-of-two blocks do not all fall into the same cache sets.

@@ -40,11 +40,11 @@ pub fn run(p: &FwdPlan, cfg: &Cfg) -> Result<()> {
         Ok(if cv.cl {
             let ncp = row_stride(cmax);
             Scratch {
-                xe: zeroed((k + cfg.tile_fwd) * ncp, "fwd window")?,
-                o: zeroed(cfg.tile_fwd * ncp, "fwd tile")?,
+                xe: zeroed((k + cfg.tile) * ncp, "fwd window")?,
+                o: zeroed(cfg.tile * ncp, "fwd tile")?,
                 wt: zeroed(w * ncp, "fwd weights")?,
                 bias: zeroed(ncp, "fwd bias")?,
-                bits: zeroed(cfg.tile_fwd, "fwd masks")?,
+                bits: zeroed(cfg.tile, "fwd masks")?,
                 ids: Vec::new(),
                 mask: Vec::new(),
             }
@@ -91,7 +91,7 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
         }
         if cv.cl {
             let mask = std::mem::take(&mut s.mask);
-            cl_unit::<W>(cv, p, cfg.tile_fwd, cfg.isa, put, s, masked.then_some(&mask[..]), u, job.c0, nc);
+            cl_unit::<W>(cv, p, cfg.tile, cfg.isa, put, s, masked.then_some(&mask[..]), u, job.c0, nc);
             s.mask = mask;
         } else {
             let mask = masked.then_some(&s.mask[..]);

@@ -511,11 +511,11 @@ fn reference(c: &Case, bt: &Built) -> Ref {
 fn cfgs() -> Vec<Cfg> {
     vec![
         Cfg::new(1),
-        Cfg { threads: 2, chunk: 5, tile_fwd: 3, tile: 3, block: 5, ..Cfg::new(2) },
-        Cfg { threads: 3, chunk: 8, tile_fwd: 2, tile: 1, block: 8, ..Cfg::new(3) },
+        Cfg { threads: 2, chunk: 5, tile: 3, block: 5, ..Cfg::new(2) },
+        Cfg { threads: 3, chunk: 8, tile: 1, block: 8, ..Cfg::new(3) },
         // The narrower instantiations of the kernels (when this CPU has wider ones).
-        Cfg { threads: 2, chunk: 7, tile_fwd: 5, tile: 5, block: 16, isa: Isa::Baseline },
-        Cfg { threads: 1, chunk: 9, tile_fwd: 1, tile: 2, block: 24, isa: Isa::Avx2.min(simd::best()) },
+        Cfg { threads: 2, chunk: 7, tile: 5, block: 16, isa: Isa::Baseline },
+        Cfg { threads: 1, chunk: 9, tile: 2, block: 24, isa: Isa::Avx2.min(simd::best()) },
     ]
 }
 
@@ -1312,11 +1312,10 @@ fn bench_throughput() {
                 workspace: None,
                 deterministic: true,
             };
-            // The production configuration, unless CCV1D_BENCH_TILE / _TILE_FWD / _BLOCK / _CHUNK override it.
+            // The production configuration, unless CCV1D_BENCH_TILE / _BLOCK / _CHUNK override it.
             let mut cfg = Cfg::new(threads);
             let env = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<usize>().ok());
             cfg.tile = env("CCV1D_BENCH_TILE").unwrap_or(cfg.tile);
-            cfg.tile_fwd = env("CCV1D_BENCH_TILE_FWD").unwrap_or(cfg.tile_fwd);
             cfg.block = env("CCV1D_BENCH_BLOCK").unwrap_or(cfg.block);
             cfg.chunk = env("CCV1D_BENCH_CHUNK").unwrap_or(cfg.chunk);
             let tf = if op != "bwd" { best(&mut || fwd::run(&fp, &cfg).unwrap()) } else { f64::NAN };

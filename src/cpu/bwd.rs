@@ -10,9 +10,8 @@
 
 use std::array::from_fn;
 
-use super::conv::{row_stride, cl_row_dw, CL_PREFETCH_ROWS,
-    add, cf_conv, cf_conv_masked, cf_dx, cl_tile, cl_tile_dw, dispatch_width, full_mask, lanes_dot, lanes_sum,
-    lanes_total, zero_invalid, Conv, Job, Unit,
+use super::conv::{row_stride, add, cf_conv, cf_conv_masked, cf_dx, cl_tile, cl_tile_bwd, cl_window, dispatch_width, full_mask,
+    lanes_dot, lanes_sum, lanes_total, zero_invalid, Conv, Job, Unit,
 };
 use super::elem::{load, prefetch, store, store_streaming, store_zeros, F32Rows};
 use super::fwd::{cf_chunk_window, STREAM_OUT_BYTES};
@@ -26,9 +25,11 @@ use crate::plan::{Act, BwdPlan, View};
 struct Scratch {
     /// Input window: K halo values / rows, then the chunk (channel-first) or tile (channel-last).
     xe: Vec<f32>,
-    /// g window: K earlier values / rows, then the chunk / tile; at least 2K long / rows.
+    /// g window: K earlier values, then the chunk (channel-first; at least 2K long); channel-last:
+    /// the g rows of the K tokens before the tile.
     g: Vec<f32>,
-    /// Pre-activation chunk / tile.
+    /// Pre-activation chunk (channel-first); channel-last: dout rows of a tile copied from
+    /// inputs that are not read in place.
     pre: Vec<f32>,
     /// dx chunk / tile.
     dx: Vec<f32>,
@@ -65,8 +66,8 @@ pub fn run(p: &BwdPlan, cfg: &Cfg) -> Result<()> {
             let rows = cfg.tile.max(k);
             Scratch {
                 xe: zeroed((k + cfg.tile) * ncp, "bwd x window")?,
-                g: zeroed((k + rows) * ncp, "bwd g window")?,
-                pre: zeroed(cfg.tile * ncp, "bwd pre")?,
+                g: zeroed(k * ncp, "bwd g rows")?,
+                pre: zeroed(cfg.tile * ncp, "bwd dout tile")?,
                 dx: zeroed(rows * ncp, "bwd dx")?,
                 dinit: zeroed(k * ncp, "bwd dinit")?,
                 tmp: zeroed(ncp, "bwd dfinal")?,
@@ -369,7 +370,6 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
         }
         None => xe[..k * ncp].fill(0.0),
     }
-    g[..k * ncp].fill(0.0);
     dinit[..k * ncp].fill(0.0);
     let tmp = &mut tmp[..nc];
 
@@ -400,113 +400,73 @@ fn cl_unit<const W: usize, const M: bool>(cv: &Conv, p: &BwdPlan, tile: usize, s
         b
     };
 
-    // f32 x and dout with contiguous rows of a multiple of 8 channels: read in place, one token
-    // at a time, every step on rows that are still in cache: pre-activation of token p, its g
-    // (into a ring of K+1 g rows), its dweight/dbias terms, then dx of position p-K (which needs
-    // g of p-K..=p). Per element the same operations in the same order as the tiles below.
+    // f32 x and dout with contiguous rows of a multiple of 8 channels are read in place (x
+    // window rows as in the forward, `cl_window`), other inputs copied a tile at a time (dout
+    // into `pre`). `g[..K rows]` carries g of the K tokens before the tile (0 before token 0).
     let xr = F32Rows::new(x, xb, x.stride[2], x.stride[1], nc, u.len).filter(|_| nc % 8 == 0);
     let yr = F32Rows::new(dy, yb, dy.stride[2], dy.stride[1], nc, u.len);
-    if let (Some(xr), Some(yr)) = (xr, yr) {
-        let xe = &xe[..k * ncp];
-        // Window position q = token + K: q < K is halo row q of xe, else x row q - K.
-        let xsrc = |q: usize| -> &[f32] { if q < k { &xe[q * ncp..][..nc] } else { xr.row(q - k) } };
-        let ring = k + 1;
-        let pre = &mut pre[..ncp];
-        let dxr = &mut dx[..ncp];
-        let zeros = &zeros[..ncp];
-        for pos in 0..u.len {
-            let b = if M { mask[k + pos] } else { full };
-            let gr = &mut g[(pos % ring) * ncp..][..ncp];
-            if inp.act != Act::None {
-                cl_tile::<W, false>(pre, bias, wt, |r| xsrc(pos + r), ncp, nc, &[b]);
-                mul_dact_to(inp.act, &mut gr[..nc], yr.row(pos), &pre[..nc]);
-            } else {
-                gr[..nc].copy_from_slice(yr.row(pos));
+    let (xr, yr) = match (xr, yr) {
+        (Some(a), Some(b)) => (Some(a), Some(b)),
+        _ => (None, None),
+    };
+    let nw = if xr.is_some() { nc } else { ncp };
+    let len = u.len;
+    let gc = &mut g[..k * ncp];
+    gc.fill(0.0);
+
+    // A tile of tokens [t, t+n): g for them, their dweight/dbias terms, and dx for positions
+    // [t-K, t-K+n).
+    let mut t = 0;
+    while t < len {
+        let n = (len - t).min(tile);
+        for i in 0..n {
+            let ti = (t + i) as i64;
+            if xr.is_none() {
+                load(x, xb + ti * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
+                load(dy, yb + ti * dy.stride[2], dy.stride[1], &mut pre[row(i)]);
             }
-            if M && b == 0 {
-                gr.fill(0.0);
-            }
-            cl_row_dw::<W>(dw, db, &gr[..nc], |kk| xsrc(pos + kk), ncp, b);
-            // dx of position pos-K from g of pos-K..=pos (window row r: token pos-K+r; < 0: 0).
-            let gsrc = |r: usize| -> &[f32] { if pos + r < k { zeros } else { &g[((pos + r - k) % ring) * ncp..][..ncp] } };
-            cl_tile::<W, true>(dxr, zeros, wt, gsrc, ncp, nc, &[dx_bits(pos as i64 - k as i64)]);
-            put(pos as i64 - k as i64, &dxr[..nc], dinit);
-            if pos + CL_PREFETCH_ROWS < u.len {
-                let q = (pos + CL_PREFETCH_ROWS) as i64;
+            bits[i] = if M { mask[k + t + i] } else { full };
+            dbits[i] = dx_bits(ti - k as i64);
+        }
+        let dxt = &mut dx[..n * ncp];
+        {
+            let (xe, pre) = (&xe[..], &pre[..]);
+            let xw = |r: usize| cl_window(xr, xe, t, r, k, ncp, nc);
+            let yw = |i: usize| match yr {
+                Some(yr) => yr.row(t + i),
+                None => &pre[i * ncp..][..ncp],
+            };
+            cl_tile_bwd::<W>(dxt, gc, dw, db, (wt, bias), xw, yw, ncp, nw, &bits[..n], &dbits[..n], inp.act);
+        }
+        for i in 0..n {
+            put((t + i) as i64 - k as i64, &dxt[row(i)], dinit);
+            if xr.is_some() && t + n + i < len {
+                let q = (t + n + i) as i64;
                 prefetch(x, xb + q * x.stride[2], x.stride[1], nc);
                 prefetch(dy, yb + q * dy.stride[2], dy.stride[1], nc);
             }
         }
-        // Flush: dx for positions len-K+i (g of tokens ≥ len is 0), plus dfinal_states.
-        let len = u.len;
-        let mm = if M { Some(mask) } else { None };
-        for i in 0..k {
-            let gsrc = |r: usize| -> &[f32] {
-                // token of window row r: len - K + i + r
-                let tok = len + i + r;
-                if tok < k || tok - k >= len { zeros } else { &g[((tok - k) % ring) * ncp..][..ncp] }
-            };
-            cl_tile::<W, true>(dxr, zeros, wt, gsrc, ncp, nc, &[dx_bits((len + i) as i64 - k as i64)]);
-            let dxv = &mut dxr[..nc];
-            cl_add_dfinal(p, u, c0i, mm, k, i, dxv, tmp);
-            put((len + i) as i64 - k as i64, dxv, dinit);
+        if xr.is_none() {
+            xe.copy_within(n * ncp..(n + k) * ncp, 0);
         }
-        cl_store_dinit(p, u, c0i, k, nc, |j| &dinit[row(j)]);
-        return;
-    }
-
-    // A tile of tokens [t, t+n): g for them, and dx for positions [t-K, t-K+n).
-    let mut t = 0;
-    while t < u.len {
-        let n = (u.len - t).min(tile);
-        for i in 0..n {
-            let ti = (t + i) as i64;
-            load(x, xb + ti * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
-            load(dy, yb + ti * dy.stride[2], dy.stride[1], &mut g[row(k + i)]);
-            bits[i] = if M { mask[k + t + i] } else { full };
-            dbits[i] = dx_bits(ti - k as i64);
-        }
-        let gt = &mut g[k * ncp..(k + n) * ncp];
-        if inp.act != Act::None {
-            let pre = &mut pre[..n * ncp];
-            cl_tile::<W, false>(pre, bias, wt, |r| &xe[r * ncp..][..ncp], ncp, ncp, &bits[..n]);
-            mul_dact(inp.act, gt, pre);
-        }
-        if M {
-            for i in 0..n {
-                if bits[i] == 0 {
-                    gt[i * ncp..(i + 1) * ncp].fill(0.0);
-                }
-            }
-        }
-        cl_tile_dw::<W>(dw, db, g, xe, ncp, &bits[..n]);
-        let dxt = &mut dx[..n * ncp];
-        let gw = &g[..(k + n) * ncp];
-        cl_tile::<W, true>(dxt, zeros, wt, |r| &gw[r * ncp..][..ncp], ncp, ncp, &dbits[..n]);
-        for i in 0..n {
-            put((t + i) as i64 - k as i64, &dxt[row(i)], dinit);
-        }
-        xe.copy_within(n * ncp..(n + k) * ncp, 0);
-        g.copy_within(n * ncp..(n + k) * ncp, 0);
         t += n;
     }
     if k == 0 {
         return;
     }
-    // Flush: dx for positions len-K+i (g of tokens ≥ len is 0), plus dfinal_states.
-    let len = u.len;
-    g[k * ncp..2 * k * ncp].fill(0.0);
+    // Flush: dx for positions len-K+i from g of tokens len-K.. (the carried rows; 0 from len).
+    let g0 = len as i64 - k as i64;
     for (i, b) in dbits[..k].iter_mut().enumerate() {
-        *b = dx_bits((len + i) as i64 - k as i64);
+        *b = dx_bits(g0 + i as i64);
     }
     let dxt = &mut dx[..k * ncp];
-    let gw = &g[..2 * k * ncp];
-    cl_tile::<W, true>(dxt, zeros, wt, |r| &gw[r * ncp..][..ncp], ncp, ncp, &dbits[..k]);
+    let gc = &gc[..];
+    cl_tile::<W, true>(dxt, zeros, wt, |r| if r < k { &gc[r * ncp..][..ncp] } else { zeros }, ncp, nw, &dbits[..k], Act::None, false);
     let mm = if M { Some(mask) } else { None };
     for i in 0..k {
         let dxr = &mut dxt[row(i)];
         cl_add_dfinal(p, u, c0i, mm, k, i, dxr, tmp);
-        put((len + i) as i64 - k as i64, dxr, dinit);
+        put(g0 + i as i64, dxr, dinit);
     }
     cl_store_dinit(p, u, c0i, k, nc, |j| &dinit[row(j)]);
 }

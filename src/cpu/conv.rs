@@ -1,11 +1,12 @@
 //! What forward and backward share: the sequences of a call, its weights in f32, seq_idx masks,
 //! the split into jobs, and the inner loops (monomorphised over the width `W`).
 
-use super::elem::{idx1, idx2, load, store_zeros};
+use super::elem::{idx1, idx2, load, store_zeros, F32Rows};
+use super::math::{apply_act, mul_dact};
 use super::pool::{grow, zeroed};
 use super::Cfg;
 use crate::error::Result;
-use crate::plan::{ConvInputs, Seqs, View};
+use crate::plan::{Act, ConvInputs, Seqs, View};
 
 /// One sequence: tokens `[t0, t0+len)` of batch row `row`, its state slot (`< 0`: skipped) and
 /// whether its initial state is read.
@@ -322,9 +323,9 @@ pub fn lanes_total(a: &[f32; 8]) -> f32 {
 // ---------------------------------------------------------------------------------------------
 // Channel-last inner loops: a tile of token rows × a block of channels, rows `ncp` floats apart
 // (`ncp` a multiple of 8; lanes past the block's channels are computed and never stored).
-// Each loop walks the tokens and, per token, runs over the whole row with every operand
-// re-sliced to `ncp` first, so the compiler drops the bounds checks and vectorises over the
-// channels (8 lanes in the AVX2 build). Per element the sums run over k (and tokens) in order.
+// Each loop walks columns: a group of 8, 16 or 32 channels (`[f32; L]` values the compiler
+// keeps in vector registers) slides down the tile's rows. Per element the sums run over k
+// (and tokens) in order, the same operations as the channel-first loops.
 
 /// Row stride of a channel-last tile of `nc` channels: a multiple of 8, plus 8 so that rows of
 /// power-of-two blocks do not all fall into the same cache sets.
@@ -336,7 +337,12 @@ pub fn row_stride(nc: usize) -> usize {
 /// (convolution) or `r = i + K - k` (`REV`: the transposed convolution of dx). Term `k` only
 /// where bit `k` of `bits[i]` is set; a row with `bits[i] == 0` gets `init`. Only the first
 /// `nw` columns (a multiple of 8, ≤ `ncp`) are computed; `src(r)` is window row `r` (a scratch
-/// row, or a row of the caller's x read in place), at least `nw` long.
+/// row, or a row of the caller's x read in place), at least `nw` long. `act` is applied to each
+/// result before it is stored (the forward's activation while it is in registers).
+///
+/// Walks columns: for each group of 32 (with `wide`), 16 or 8 channels the weights and the last
+/// W window values stay in registers while it slides down the rows, so each window row is read
+/// once per group instead of W times, and the W weight rows once per tile instead of once per row.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub fn cl_tile<'s, const W: usize, const REV: bool>(
@@ -347,108 +353,219 @@ pub fn cl_tile<'s, const W: usize, const REV: bool>(
     ncp: usize,
     nw: usize,
     bits: &[u8],
+    act: Act,
+    wide: bool,
+) {
+    for (p, bp) in bits.chunks(CL_COLS).enumerate() {
+        let i0 = p * CL_COLS;
+        let rows = cl_rows::<W>(&src, i0, bp.len(), nw);
+        let (o, rows) = (&mut o[i0 * ncp..], &rows[..bp.len() + W - 1]);
+        // 32-channel groups only where 32 registers hold their weights and window (AVX-512):
+        // two independent SiLU chains per step.
+        let c32 = if wide { nw / 32 * 32 } else { 0 };
+        for c in (0..c32).step_by(32) {
+            cl_cols::<W, REV, 32>(o, init, w, rows, ncp, c, bp, act);
+        }
+        let mut c = c32;
+        while c + 16 <= nw {
+            cl_cols::<W, REV, 16>(o, init, w, rows, ncp, c, bp, act);
+            c += 16;
+        }
+        if c < nw {
+            cl_cols::<W, REV, 8>(o, init, w, rows, ncp, c, bp, act);
+        }
+    }
+}
+
+/// Rows per column walk.
+const CL_COLS: usize = 32;
+
+/// Window rows `src(i0 + r)[..nw]`, `r < n + K`, of the `n ≤ CL_COLS` rows from `i0` (the rest
+/// empty). Callers walk their rows in such pieces (no closure here: a closure that is not
+/// inlined loses the `#[target_feature]` of the wide instantiations).
+#[inline(always)]
+fn cl_rows<'s, const W: usize>(src: &impl Fn(usize) -> &'s [f32], i0: usize, n: usize, nw: usize) -> [&'s [f32]; CL_COLS + 8] {
+    assert!(nw % 8 == 0);
+    let mut rows: [&[f32]; CL_COLS + 8] = [&[]; CL_COLS + 8];
+    for (r, row) in rows[..n + W - 1].iter_mut().enumerate() {
+        *row = &src(i0 + r)[..nw];
+    }
+    rows
+}
+
+/// `s[c..c+L]` by value.
+#[inline(always)]
+fn lanes<const L: usize>(s: &[f32], c: usize) -> [f32; L] {
+    *s[c..c + L].as_chunks::<L>().0.first().unwrap()
+}
+
+/// Columns `[c, c+L)` of [`cl_tile`] for the rows of `bits` (window rows `rows`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn cl_cols<const W: usize, const REV: bool, const L: usize>(o: &mut [f32], init: &[f32], w: &[f32], rows: &[&[f32]], ncp: usize, c: usize, bits: &[u8], act: Act) {
+    let full = full_mask::<W>();
+    let a0 = lanes::<L>(init, c);
+    let mut wk = [[0f32; L]; W];
+    for (kk, v) in wk.iter_mut().enumerate() {
+        *v = lanes(&w[kk * ncp..], c);
+    }
+    // xw[j]: window row i + j of output row i.
+    let mut xw = [[0f32; L]; W];
+    for j in 1..W {
+        xw[j] = lanes(rows[j - 1], c);
+    }
+    for (i, &b) in bits.iter().enumerate() {
+        for j in 1..W {
+            xw[j - 1] = xw[j];
+        }
+        xw[W - 1] = lanes(rows[i + W - 1], c);
+        let mut a = a0;
+        for kk in 0..W {
+            if b == full || (b >> kk) & 1 != 0 {
+                let x = &xw[if REV { W - 1 - kk } else { kk }];
+                for l in 0..L {
+                    a[l] += wk[kk][l] * x[l];
+                }
+            }
+        }
+        apply_act(act, &mut a);
+        o[i * ncp + c..][..L].copy_from_slice(&a);
+    }
+}
+
+/// The backward of channel-last rows `i < bits.len()` (tokens t+i) in one column walk. Row `i`:
+/// `pre = bias + Σ_k w[k] ⊙ x(i+k)` (terms by `bits[i]`, x window rows `x(r)`, `r < n + K`),
+/// `g = dout(i)·act'(pre)` (0 where `bits[i] == 0`), `dw[k] += g ⊙ x(i+k)` where bit `k` is set
+/// and `db += g` unless `bits[i] == 0` (in row order; `dw` is `[W][ncp]`), and dx row `i`
+/// (position t-K+i) `= Σ_k w[k] ⊙ g(t+i-k)` (terms by `dbits[i]`). `gc` holds the g rows of
+/// the K tokens before the tile and gets those of its last K. Columns `[0, nw)`; per column
+/// group the weights, sums and the last W values of x and g stay in registers.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn cl_tile_bwd<'s, const W: usize>(
+    dx: &mut [f32],
+    gc: &mut [f32],
+    dw: &mut [f32],
+    db: &mut [f32],
+    wb: (&[f32], &[f32]),
+    x: impl Fn(usize) -> &'s [f32],
+    dout: impl Fn(usize) -> &'s [f32],
+    ncp: usize,
+    nw: usize,
+    bits: &[u8],
+    dbits: &[u8],
+    act: Act,
+) {
+    for (p, bp) in bits.chunks(CL_COLS).enumerate() {
+        let i0 = p * CL_COLS;
+        let xs = cl_rows::<W>(&x, i0, bp.len(), nw);
+        let ys = cl_rows::<1>(&dout, i0, bp.len(), nw);
+        let rows = (&xs[..bp.len() + W - 1], &ys[..bp.len()]);
+        let (dx, dbp) = (&mut dx[i0 * ncp..], &dbits[i0..i0 + bp.len()]);
+        let c16 = nw / 16 * 16;
+        for c in (0..c16).step_by(16) {
+            cl_cols_bwd::<W, 16>(dx, gc, dw, db, wb, rows, ncp, c, bp, dbp, act);
+        }
+        if c16 < nw {
+            cl_cols_bwd::<W, 8>(dx, gc, dw, db, wb, rows, ncp, c16, bp, dbp, act);
+        }
+    }
+}
+
+/// Columns `[c, c+L)` of [`cl_tile_bwd`]; `rows` = (x window rows, dout rows).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn cl_cols_bwd<const W: usize, const L: usize>(
+    dx: &mut [f32],
+    gc: &mut [f32],
+    dw: &mut [f32],
+    db: &mut [f32],
+    (w, bias): (&[f32], &[f32]),
+    (xs, ys): (&[&[f32]], &[&[f32]]),
+    ncp: usize,
+    c: usize,
+    bits: &[u8],
+    dbits: &[u8],
+    act: Act,
 ) {
     let full = full_mask::<W>();
-    let row = |i: usize, kk: usize| if REV { i + W - 1 - kk } else { i + kk };
-    // Rows as 8-lane groups (nw is a multiple of 8): no scalar remainder loop.
-    let init = groups(&init[..nw]);
-    // (Arrays filled by plain loops: `array::from_fn` with these closures was not inlined.)
-    let mut wv: [&[[f32; 8]]; W] = [&[]; W];
-    for (kk, wk) in wv.iter_mut().enumerate() {
-        *wk = groups(&w[kk * ncp..][..nw]);
+    let k = W - 1;
+    let b0 = lanes::<L>(bias, c);
+    let (mut wk, mut d) = ([[0f32; L]; W], [[0f32; L]; W]);
+    for kk in 0..W {
+        wk[kk] = lanes(&w[kk * ncp..], c);
+        d[kk] = lanes(&dw[kk * ncp..], c);
     }
-    for (i, &bi) in bits.iter().enumerate() {
-        let o = o[i * ncp..][..nw].as_chunks_mut::<8>().0;
-        let mut xs: [&[[f32; 8]]; W] = [&[]; W];
-        for (kk, xk) in xs.iter_mut().enumerate() {
-            *xk = groups(&src(row(i, kk))[..nw]);
+    let mut s = lanes::<L>(db, c);
+    // xw[j] / gw[j]: x / g of token t+i-K+j at row i.
+    let (mut xw, mut gw) = ([[0f32; L]; W], [[0f32; L]; W]);
+    for j in 1..W {
+        xw[j] = lanes(xs[j - 1], c);
+        gw[j] = lanes(&gc[(j - 1) * ncp..], c);
+    }
+    for (i, (&b, &bd)) in bits.iter().zip(dbits).enumerate() {
+        for j in 1..W {
+            xw[j - 1] = xw[j];
+            gw[j - 1] = gw[j];
         }
-        if bi == full {
-            for c in 0..o.len() {
-                let mut a = init[c];
-                for kk in 0..W {
-                    for l in 0..8 {
-                        a[l] += wv[kk][c][l] * xs[kk][c][l];
-                    }
-                }
-                o[c] = a;
-            }
+        xw[k] = lanes(xs[i + k], c);
+        let mut pre = b0;
+        let mut g = lanes::<L>(ys[i], c);
+        if b == 0 {
+            g = [0.0; L];
         } else {
-            o.copy_from_slice(init);
-            for kk in 0..W {
-                if (bi >> kk) & 1 != 0 {
-                    let (wk, xk) = (wv[kk], xs[kk]);
-                    for c in 0..o.len() {
-                        for l in 0..8 {
-                            o[c][l] += wk[c][l] * xk[c][l];
+            if act != Act::None {
+                for kk in 0..W {
+                    if b == full || (b >> kk) & 1 != 0 {
+                        for l in 0..L {
+                            pre[l] += wk[kk][l] * xw[kk][l];
                         }
                     }
                 }
+                mul_dact(act, &mut g, &pre);
+            }
+            for kk in 0..W {
+                if b == full || (b >> kk) & 1 != 0 {
+                    for l in 0..L {
+                        d[kk][l] += g[l] * xw[kk][l];
+                    }
+                }
+            }
+            for l in 0..L {
+                s[l] += g[l];
             }
         }
-    }
-}
-
-/// `s` as 8-lane groups (its length is a multiple of 8).
-#[inline(always)]
-fn groups(s: &[f32]) -> &[[f32; 8]] {
-    assert!(s.len() % 8 == 0);
-    s.as_chunks::<8>().0
-}
-
-/// dweight/dbias of a tile: for row `i` (g row `K + i`, x rows `i..=i+K`) in order,
-/// `dw[k] += g ⊙ x[i+k]` where bit `k` of `bits[i]` is set, `db += g` unless `bits[i] == 0`.
-#[inline(always)]
-pub fn cl_tile_dw<const W: usize>(dw: &mut [f32], db: &mut [f32], g: &[f32], x: &[f32], ncp: usize, bits: &[u8]) {
-    let full = full_mask::<W>();
-    let k = W - 1;
-    let db = &mut db[..ncp];
-    for (i, &bi) in bits.iter().enumerate() {
-        if bi == 0 {
-            continue;
-        }
-        let gr = &g[(k + i) * ncp..][..ncp];
+        gw[k] = g;
+        let mut o = [0f32; L];
         for kk in 0..W {
-            if bi == full || (bi >> kk) & 1 != 0 {
-                let xr = &x[(i + kk) * ncp..][..ncp];
-                let d = &mut dw[kk * ncp..][..ncp];
-                for c in 0..ncp {
-                    d[c] += gr[c] * xr[c];
+            if bd == full || (bd >> kk) & 1 != 0 {
+                for l in 0..L {
+                    o[l] += wk[kk][l] * gw[k - kk][l];
                 }
             }
         }
-        for c in 0..ncp {
-            db[c] += gr[c];
-        }
+        dx[i * ncp + c..][..L].copy_from_slice(&o);
     }
-}
-
-/// [`cl_tile_dw`] for one token row: `g` (its length is the number of columns) and `x(k)`, the
-/// x row of its term `k`.
-#[inline(always)]
-pub fn cl_row_dw<'s, const W: usize>(dw: &mut [f32], db: &mut [f32], g: &[f32], x: impl Fn(usize) -> &'s [f32], ncp: usize, bits: u8) {
-    if bits == 0 {
-        return;
-    }
-    let full = full_mask::<W>();
-    let nw = g.len();
     for kk in 0..W {
-        if bits == full || (bits >> kk) & 1 != 0 {
-            let xr = &x(kk)[..nw];
-            let d = &mut dw[kk * ncp..][..nw];
-            for c in 0..nw {
-                d[c] += g[c] * xr[c];
-            }
-        }
+        dw[kk * ncp + c..][..L].copy_from_slice(&d[kk]);
     }
-    let db = &mut db[..nw];
-    for c in 0..nw {
-        db[c] += g[c];
+    db[c..c + L].copy_from_slice(&s);
+    for j in 1..W {
+        gc[(j - 1) * ncp + c..][..L].copy_from_slice(&gw[j]);
     }
 }
 
-/// Channel-last rows read in place: how many token rows ahead x (and dout) are prefetched.
-pub const CL_PREFETCH_ROWS: usize = 4;
+/// Window row `r` of a channel-last tile starting at token `t` (token `t - K + r`): with `xr`
+/// (x read in place, `nc` wide) x row `t + r - K`, or halo row `t + r` of `xe` before token 0;
+/// without, row `r` of `xe` (K carried rows, then the tile's copied rows; `ncp` wide).
+#[inline(always)]
+pub fn cl_window<'a>(xr: Option<F32Rows<'a>>, xe: &'a [f32], t: usize, r: usize, k: usize, ncp: usize, nc: usize) -> &'a [f32] {
+    match xr {
+        Some(xr) if t + r >= k => xr.row(t + r - k),
+        Some(_) => &xe[(t + r) * ncp..][..nc],
+        None => &xe[r * ncp..][..ncp],
+    }
+}
 
 /// `o[c] += a[c]`.
 #[inline(always)]

@@ -2,11 +2,11 @@
 
 use std::array::from_fn;
 
-use super::conv::{row_stride, CL_PREFETCH_ROWS, cf_conv, cf_conv_masked, cl_tile, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
+use super::conv::{row_stride, cf_conv, cf_conv_masked, cl_tile, cl_window, dispatch_width, full_mask, zero_invalid, Conv, Job, Unit};
 use super::elem::{load, prefetch, store, store_streaming, store_zeros, F32Rows};
 use super::math::apply_act;
 use super::pool::{self, zeroed};
-use super::simd::isa_twins;
+use super::simd::{isa_twins, Isa};
 use super::Cfg;
 use crate::error::Result;
 use crate::plan::{FwdPlan, View};
@@ -91,7 +91,7 @@ fn job_fwd<const W: usize>(cv: &Conv, p: &FwdPlan, cfg: &Cfg, put: Put, s: &mut 
         }
         if cv.cl {
             let mask = std::mem::take(&mut s.mask);
-            cl_unit::<W>(cv, p, cfg.tile, put, s, masked.then_some(&mask[..]), u, job.c0, nc);
+            cl_unit::<W>(cv, p, cfg.tile, cfg.isa, put, s, masked.then_some(&mask[..]), u, job.c0, nc);
             s.mask = mask;
         } else {
             let mask = masked.then_some(&s.mask[..]);
@@ -199,6 +199,7 @@ fn cl_unit<const W: usize>(
     cv: &Conv,
     p: &FwdPlan,
     tile: usize,
+    isa: Isa,
     put: Put,
     s: &mut Scratch,
     mask: Option<&[u8]>,
@@ -226,49 +227,44 @@ fn cl_unit<const W: usize>(
     let out = &p.out;
     let ob = u.row * out.stride[0] + c0i * out.stride[1] + u.t0 * out.stride[2];
     let full = full_mask::<W>();
-    // f32 x with contiguous rows of a multiple of 8 channels: read in place, token by token
-    // (window position q = token + K: q < K is halo row q of xe, else x row q - K); each output
-    // row is computed, activated and written while it is in L1.
-    if let Some(xr) = F32Rows::new(x, xb, x.stride[2], x.stride[1], nc, u.len).filter(|_| nc % 8 == 0) {
-        let src = |q: usize| -> &[f32] { if q < k { &xe[q * ncp..][..nc] } else { xr.row(q - k) } };
-        let o = &mut o[..ncp];
-        for i in 0..u.len {
-            let b = mask.map_or(full, |m| m[k + i]);
-            cl_tile::<W, false>(o, bias, wt, |r| src(i + r), ncp, nc, &[b]);
-            let o = &mut o[..nc];
-            apply_act(inp.act, o);
-            if b == 0 {
-                o.fill(0.0);
-            }
-            put(out, ob + i as i64 * out.stride[2], out.stride[1], o);
-            if i + CL_PREFETCH_ROWS < u.len {
-                prefetch(x, xb + (i + CL_PREFETCH_ROWS) as i64 * x.stride[2], x.stride[1], nc);
-            }
-        }
-        cl_store_final(p, u, c0i, k, nc, mask, |j| src(u.len + j));
-        return;
-    }
+    // f32 x with contiguous rows of a multiple of 8 channels is read in place (window row of
+    // token q ≥ 0: x row q; q < 0: halo row q + K of xe); other inputs are copied into xe a tile
+    // at a time (K halo rows, then the tile's rows; the last K carried over).
+    let xr = F32Rows::new(x, xb, x.stride[2], x.stride[1], nc, u.len).filter(|_| nc % 8 == 0);
+    let nw = if xr.is_some() { nc } else { ncp };
     let mut t = 0;
     while t < u.len {
         let n = (u.len - t).min(tile);
         for i in 0..n {
-            load(x, xb + (t + i) as i64 * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
+            if xr.is_none() {
+                load(x, xb + (t + i) as i64 * x.stride[2], x.stride[1], &mut xe[row(k + i)]);
+            }
             bits[i] = mask.map_or(full, |m| m[k + t + i]);
         }
         let o = &mut o[..n * ncp];
-        cl_tile::<W, false>(o, bias, wt, |r| &xe[r * ncp..][..ncp], ncp, ncp, &bits[..n]);
-        apply_act(inp.act, o);
-        for i in 0..n {
-            if bits[i] == 0 {
-                o[row(i)].fill(0.0);
-            }
-            put(out, ob + (t + i) as i64 * out.stride[2], out.stride[1], &o[row(i)]);
+        {
+            let xe = &xe[..];
+            let src = |r: usize| cl_window(xr, xe, t, r, k, ncp, nc);
+            cl_tile::<W, false>(o, bias, wt, src, ncp, nw, &bits[..n], inp.act, isa == Isa::Avx512);
         }
-        xe.copy_within(n * ncp..(n + k) * ncp, 0);
+        // Row by row while in cache: padding, store; and the next tile's x.
+        for i in 0..n {
+            let o = &mut o[row(i)];
+            if bits[i] == 0 {
+                o.fill(0.0);
+            }
+            put(out, ob + (t + i) as i64 * out.stride[2], out.stride[1], o);
+            if xr.is_some() && t + n + i < u.len {
+                prefetch(x, xb + (t + n + i) as i64 * x.stride[2], x.stride[1], nc);
+            }
+        }
+        if xr.is_none() {
+            xe.copy_within(n * ncp..(n + k) * ncp, 0);
+        }
         t += n;
     }
-    // xe rows 0..K now hold positions len-K .. len.
-    cl_store_final(p, u, c0i, k, nc, mask, |j| &xe[row(j)]);
+    // Tokens len-K+j (after the copying loop xe rows 0..K hold them).
+    cl_store_final(p, u, c0i, k, nc, mask, |j| &cl_window(xr, xe, u.len, j, k, ncp, nc)[..nc]);
 }
 
 /// Channel-last: final_states rows 0..K of the unit's channels from `rows(j)` (position len-K+j),

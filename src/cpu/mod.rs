@@ -36,7 +36,7 @@ pub(crate) struct Cfg {
     pub threads: usize,
     /// Channel-first: tokens per chunk.
     pub chunk: usize,
-    /// Channel-last: tokens per tile.
+    /// Channel-last: tokens per tile (rows of one column walk).
     pub tile: usize,
     /// Channel-last: most channels per block.
     pub block: usize,
@@ -46,7 +46,7 @@ pub(crate) struct Cfg {
 
 impl Cfg {
     pub fn new(threads: usize) -> Cfg {
-        Cfg { threads: threads.max(1), chunk: 2048, tile: 16, block: 2048, isa: simd::best() }
+        Cfg { threads: threads.max(1), chunk: 2048, tile: 8, block: 2048, isa: simd::best() }
     }
 }
 

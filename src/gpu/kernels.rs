@@ -712,7 +712,7 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     k.n_ctiles = ceil_div(p.dim, NT as i64);
     let wave = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
     // Register step for 16-bit x on grids past a wave of one-row `update` blocks (H100, B = 256,
-    // D = 5376, bf16: 12.7 µs against the staged step's 16.8; for f32 the staged step was faster,
+    // D = 5376, bf16: 12.0 µs against the staged step's 16.8; for f32 the staged step was faster,
     // 21.9 against 24.4 µs, and at B = 1 both lose to `update`: 2.9-3.2 against 2.3-2.6 µs).
     let big_grid = p.batch.saturating_mul(k.n_ctiles) > wave / 2;
     let family = if let Some(pm) = stepv_fits(p).filter(|_| big_grid && p.x.dtype != DType::F32) {

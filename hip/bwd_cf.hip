@@ -35,6 +35,15 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
   float* gb = (float*)gb4 + sub * (KP + tiler);
   float4* xr4 = (float4*)xb;
   float4* gr4 = (float4*)gb;
+  // 16-bit rows keep the two float4 halves of each 8-float vector in two planes (even and odd
+  // float4 of the row): a warp's 16-byte accesses (one vector per thread, 32-byte stride) then
+  // hit distinct banks instead of two-way conflicts. xq / gq map a row's float4 index, xf / gf
+  // its float index (f32 rows: identity).
+  const int rx4 = (2 * KP + tiler) / 4, rg4 = (KP + tiler) / 4;  // float4 per row (even)
+  auto xq = [=](int q) { return V == 8 ? (q & 1) * (rx4 >> 1) + (q >> 1) : q; };
+  auto gq = [=](int q) { return V == 8 ? (q & 1) * (rg4 >> 1) + (q >> 1) : q; };
+  auto xf = [=](int i) { return xq(i >> 2) * 4 + (i & 3); };
+  auto gf = [=](int i) { return gq(i >> 2) * 4 + (i & 3); };
   const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
   const int64_t chunk = blk % nch;
   const uint32_t rd = ((blk / nch) << rl) + sub;  // < 8 * MAX_BLOCKS < 2^32
@@ -74,63 +83,86 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
     if (tid < 2 * KP) {
       const int64_t p = tid < KP ? t0 - KP + tid : t0 + tiler + (tid - KP);
       const int idx = tid < KP ? tid : KP + tiler + (tid - KP);
-      xb[idx] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : (p < 0 ? row_halo<T>(P, rc, d, p, K) : 0.f);
+      xb[xf(idx)] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : (p < 0 ? row_halo<T>(P, rc, d, p, K) : 0.f);
     }
     // dout of the right halo, loaded with the tile into its g slot (loaded after the barrier it
     // put a second memory round trip into every tile)
     if (tid < K && rc.simple && row_ok) {
       const int64_t q = t0 + tiler + tid;
-      gb[tiler + tid] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
+      gb[gf(tiler + tid)] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
     }
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
       float xv[V];
       Tr<T>::unpack(raw[0][j], xv);
-      st_sm4<V>(xr4, KP + (j * ntr + tid) * V, xv);
+#pragma unroll
+      for (int m = 0; m < V; m += 4) xr4[xq((KP + (j * ntr + tid) * V + m) / 4)] = make_float4(xv[m], xv[m + 1], xv[m + 2], xv[m + 3]);
     }
     __syncthreads();
 
     // ---- 2. g = dout * act'(pre)
     uint32_t slow = 0;  // bit j: vector j is not entirely inside one sequence (with K margins)
+    // g of vector v from its dout (gv) and x window (shared memory) into shared memory
+    auto grads = [&](int64_t v, float* gv, auto act) {
+      if (decltype(act)::value) {
+        float win[HV + V];
 #pragma unroll
-    for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * ntr + tid, tv = t0 + v * V;
-      float gv[V];
-      Tr<T>::unpack(raw[1][j], gv);  // 0 past L
-      bool plain = true;
-      if (tv < L) {
-        if (packed) {
-          Seg g = seg_of(P, b, tv);
-          plain = g.valid && tv - K >= g.s && tv + V + K <= g.e;
-        } else {
-          plain = row_ok && (rc.simple || (tv >= K && tv + V + K <= L));
-          if (plain && seq) {
-            const int64_t id0 = seqid(P, b, tv - K);
-            plain = id0 >= 0;
-            for (int m = 1; m < V + 2 * K; ++m)
-              if (seqid(P, b, tv - K + m) != id0) plain = false;
-          }
+        for (int m = 0; m < HV + V; m += 4) {
+          float4 q = xr4[xq((KP + v * V - HV + m) / 4)];
+          win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
         }
-        if (plain && silu) {
-          float win[HV + V];
 #pragma unroll
-          for (int m = 0; m < HV + V; m += 4) {
-            float4 q = xr4[(KP + v * V - HV + m) / 4];
-            win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
-          }
+        for (int e = 0; e < V; ++e) {
+          float z = bias;
 #pragma unroll
-          for (int e = 0; e < V; ++e) {
-            float z = bias;
-#pragma unroll
-            for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
-            gv[e] = act_grad(z, gv[e], true);
-          }
+          for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
+          gv[e] = act_grad(z, gv[e], true);
         }
       }
-      if (plain) {
-        st_sm4<V>(gr4, v * V, gv);
-      } else {
-        slow |= 1u << j;
+#pragma unroll
+      for (int m = 0; m < V; m += 4) gr4[gq((v * V + m) / 4)] = make_float4(gv[m], gv[m + 1], gv[m + 2], gv[m + 3]);
+    };
+    // An interior tile of a simple row on the vector path: every vector plain and whole (no
+    // per-vector checks; the activation chosen once per tile, not per element).
+    const bool lean = rc.simple && vec && t0 + tiler <= L;
+    if (lean) {
+      auto run = [&](auto act) {
+#pragma unroll
+        for (int j = 0; j < IT; ++j) {
+          float gv[V];
+          Tr<T>::unpack(raw[1][j], gv);
+          grads(j * ntr + tid, gv, act);
+        }
+      };
+      if (silu) run(BoolC<true>()); else run(BoolC<false>());
+    } else {
+#pragma unroll
+      for (int j = 0; j < IT; ++j) {
+        const int64_t v = j * ntr + tid, tv = t0 + v * V;
+        float gv[V];
+        Tr<T>::unpack(raw[1][j], gv);  // 0 past L
+        bool plain = true;
+        if (tv < L) {
+          if (packed) {
+            Seg g = seg_of(P, b, tv);
+            plain = g.valid && tv - K >= g.s && tv + V + K <= g.e;
+          } else {
+            plain = row_ok && (rc.simple || (tv >= K && tv + V + K <= L));
+            if (plain && seq) {
+              const int64_t id0 = seqid(P, b, tv - K);
+              plain = id0 >= 0;
+              for (int m = 1; m < V + 2 * K; ++m)
+                if (seqid(P, b, tv - K + m) != id0) plain = false;
+            }
+          }
+        }
+        if (!plain) {
+          slow |= 1u << j;
+        } else if (tv < L && silu) {
+          grads(v, gv, BoolC<true>());
+        } else {
+          grads(v, gv, BoolC<false>());
+        }
       }
     }
     if (slow) {  // generic path, straight into shared memory (one call site: small code)
@@ -139,25 +171,25 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
         if (!(slow & (1u << j))) continue;
         const int64_t v = j * ntr + tid, tv = t0 + v * V;
 #pragma unroll 1
-        for (int e = 0; e < V; ++e) gb[v * V + e] = tv + e < L ? grad_generic<T, W>(P, b, d, tv + e, wa, bias) : 0.f;
+        for (int e = 0; e < V; ++e) gb[gf(v * V + e)] = tv + e < L ? grad_generic<T, W>(P, b, d, tv + e, wa, bias) : 0.f;
       }
     }
     if (tid < K) {  // right halo: g at t0+tile+tid (belongs to the next tile; recomputed here)
       const int64_t q = t0 + tiler + tid;
-      float gq = 0.f;
+      float gh = 0.f;
       if (q < L) {
         if (rc.simple) {
           if (row_ok) {
             float z = bias;
 #pragma unroll
-            for (int k = 0; k < W; ++k) z += w[k] * xb[KP + tiler + tid - K + k];
-            gq = act_grad(z, gb[tiler + tid], silu);
+            for (int k = 0; k < W; ++k) z += w[k] * xb[xf(KP + tiler + tid - K + k)];
+            gh = act_grad(z, gb[gf(tiler + tid)], silu);
           }
         } else {
-          gq = grad_generic<T, W>(P, b, d, q, wa, bias);
+          gh = grad_generic<T, W>(P, b, d, q, wa, bias);
         }
       }
-      gb[tiler + tid] = gq;
+      gb[gf(tiler + tid)] = gh;
     }
     __syncthreads();
 
@@ -165,11 +197,11 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
       const int64_t v = j * ntr + tid, tv = t0 + v * V;
-      if (tv >= L || (slow & (1u << j))) continue;
+      if (!lean && (tv >= L || (slow & (1u << j)))) continue;
       float gw[HG], win[HV + V], o[V];
 #pragma unroll
       for (int m = 0; m < HG; m += 4) {
-        float4 q = gr4[(v * V + m) / 4];
+        float4 q = gr4[gq((v * V + m) / 4)];
         gw[m] = q.x; gw[m + 1] = q.y; gw[m + 2] = q.z; gw[m + 3] = q.w;
       }
 #pragma unroll
@@ -183,7 +215,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
 #pragma unroll
         for (int e = 0; e < V; ++e) o[e] += row_dfinal<T>(P, rc, d, tv + e, K);
       }
-      if (vec && tv + V <= L) {
+      if (lean || (vec && tv + V <= L)) {
         stv<T>(P.dx, drow + tv, o);
       } else {
 #pragma unroll
@@ -192,7 +224,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
       }
 #pragma unroll
       for (int m = 0; m < HV + V; m += 4) {
-        float4 q = xr4[(KP + v * V - HV + m) / 4];
+        float4 q = xr4[xq((KP + v * V - HV + m) / 4)];
         win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
       }
 #pragma unroll
@@ -210,10 +242,13 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
 #pragma unroll 1
         for (int e = 0; e < V && tv + e < L; ++e) {
           const int64_t p = tv + e;
-          stf<T>(P.dx, drow + p * ds, dx_generic<T, W>(P, b, d, p, wa, gb, t0, 1));
+          WArr<W> gn;  // g at p .. p+K (< t0 + tile + KP)
+#pragma unroll
+          for (int i = 0; i < W; ++i) gn.w[i] = gb[gf(p - t0 + i)];
+          stf<T>(P.dx, drow + p * ds, dx_generic<T, W>(P, b, d, p, wa, gn));
           // No skip of g == 0: 0 * inf taps must give NaN as in the oracle (padding adds no term:
           // taps_generic answers 0 for it, and its g is 0).
-          const float gp = gb[p - t0];
+          const float gp = gb[gf(p - t0)];
           const WArr<W> tp = taps_generic<T, W>(P, b, d, p);
 #pragma unroll
           for (int k = 0; k < W; ++k) dw[k] += gp * tp.w[k];

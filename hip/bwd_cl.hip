@@ -173,7 +173,12 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
       if (any_slow && cok) {
 #pragma unroll 1
         for (int r = rb; r < rb + HT; ++r)
-          if (!(fl[r] & 2) && t0 + r < L) xs[r * CC + cl] = dx_generic<T, W>(P, b, c, t0 + r, wa, gs + cl, t0, CC);
+          if (!(fl[r] & 2) && t0 + r < L) {
+            WArr<W> gq;  // g rows r .. r+K (< GROWS)
+#pragma unroll
+            for (int i = 0; i < W; ++i) gq.w[i] = gs[(r + i) * CC + cl];
+            xs[r * CC + cl] = dx_generic<T, W>(P, b, c, t0 + r, wa, gq);
+          }
       }
     }
     __syncthreads();
@@ -205,13 +210,14 @@ CCV_INSTANTIATE_W(bwd_cl)
 // g(q-K..q) windows in registers (x from s0 - K: initial state or 0 before the row start):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
 //   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0.
-// Loads run U tokens ahead (x and dout). The lanes' partials of a channel are added in a fixed
-// order and written to ws[(b*n_chunks + chunk), c, 0..W] like bwd_cl's.
-template <typename T, int W>
-CCV_DEV void bwd_cls_body(const ccv_params& P) {
+// Loads run U tokens ahead (x and dout; with SiLU the next U are in flight during a step's
+// math). The lanes' partials of a channel are added in a fixed order and written to
+// ws[(b*n_chunks + chunk), c, 0..W] like bwd_cl's.
+template <typename T, int W, bool SILU>
+CCV_DEV void bwd_cls_rows(const ccv_params& P) {
   constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16;
   constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, G = CC / CV, LANES = NT / G;
-  constexpr int U = CCV_CL_AHEAD_bwd;
+  constexpr int U = SILU ? CCV_CL_AHEAD_bwd_silu(W) : CCV_CL_AHEAD_bwd;
   static_assert(NT % G == 0, "tile shape");
   typedef QN<T, CV> Q;
   __shared__ float red[LANES * CC * (W + 1)];
@@ -222,7 +228,7 @@ CCV_DEV void bwd_cls_body(const ccv_params& P) {
   const int64_t ct = blk % nct;
   const uint32_t r0 = blk / nct;
   const int64_t chunk = r0 % nch, b = r0 / nch;
-  const bool silu = P.flags & CCV_F_SILU, dfin = P.flags & CCV_F_DFINAL;
+  const bool silu = SILU, dfin = P.flags & CCV_F_DFINAL;
   const int64_t L = P.seqlen, D = P.dim;
   const int tid = threadIdx.x, grp = tid % G, lane = tid / G;
   const int64_t c0 = ct * CC, c = c0 + grp * CV;
@@ -263,13 +269,25 @@ CCV_DEV void bwd_cls_body(const ccv_params& P) {
       }
     }
     const int64_t qend = s1 + K, qload = min(L, qend);
-    for (int64_t q0 = s0; q0 < qend; q0 += U) {
-      typename Q::raw rx[U], ry[U];
+    // x and dout of the U tokens from q0 (every load of a step before the first use)
+    auto fetch = [&](int64_t q0, typename Q::raw* rx, typename Q::raw* ry) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {  // every load of the step before the first use
+      for (int u = 0; u < U; ++u) {
         const int64_t q = q0 + u;
         rx[u] = q < qload ? Q::ld(xp + q * xt) : Q::zero();
         ry[u] = q < qload ? Q::ld(yp + q * yt) : Q::zero();
+      }
+    };
+    // with SiLU the next step's loads are issued before this step's math (instances.h)
+    constexpr bool PF = SILU;
+    typename Q::raw rx[U], ry[U];
+    if (PF) fetch(s0, rx, ry);
+    for (int64_t q0 = s0; q0 < qend; q0 += U) {
+      typename Q::raw nx[U], ny[U];
+      if (PF) {
+        fetch(q0 + U, nx, ny);
+      } else {
+        fetch(q0, rx, ry);
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -317,6 +335,13 @@ CCV_DEV void bwd_cls_body(const ccv_params& P) {
           Q::st(dp + p * dt, Q::pack(o));
         }
       }
+      if (PF) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          rx[u] = nx[u];
+          ry[u] = ny[u];
+        }
+      }
     }
   }
 
@@ -332,6 +357,16 @@ CCV_DEV void bwd_cls_body(const ccv_params& P) {
 #pragma unroll
     for (int j = 0; j < LANES; ++j) s += red[j * CC * (W + 1) + i];
     put_partial<W>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
+  }
+}
+
+// the activation is a compile-time choice: no per-element test in the walk
+template <typename T, int W>
+CCV_DEV void bwd_cls_body(const ccv_params& P) {
+  if (P.flags & CCV_F_SILU) {
+    bwd_cls_rows<T, W, true>(P);
+  } else {
+    bwd_cls_rows<T, W, false>(P);
   }
 }
 

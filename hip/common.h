@@ -127,7 +127,7 @@ CCV_DEV void st_dt(void* base, int64_t off, int dt, float v) {
 // for a denominator above 2^126), so clamping the other factor's z to [-88, 88] turns the
 // -inf·0 / inf·0 of the formulas at ±inf into silu = -0, silu' = -0 (z < -88) or 1 (z > 88);
 // a NaN z still gives NaN through σ (fmaxf/fminf drop NaN, σ does not).
-CCV_DEV float sigmoidf_(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
+CCV_DEV float sigmoidf_(float z) { return __fdividef(1.f, 1.f + ccv_exp_neg(z)); }
 CCV_DEV float act_f(float z, bool silu) { return silu ? fmaxf(z, -88.f) * sigmoidf_(z) : z; }
 // dout * act'(z)
 CCV_DEV float act_grad(float z, float dy, bool silu) {
@@ -135,6 +135,10 @@ CCV_DEV float act_grad(float z, float dy, bool silu) {
   const float s = sigmoidf_(z), zc = fminf(fmaxf(z, -88.f), 88.f);
   return dy * (s * (1.f + zc * (1.f - s)));
 }
+
+// A compile-time bool as a value (C++17 generic lambdas take it as `auto`): hot loops are
+// instantiated per activation instead of testing the flag per element.
+template <bool B> struct BoolC { static constexpr bool value = B; };
 
 // ------------------------------------------------------------------ weights
 template <int W> CCV_DEV void load_weights(const ccv_params& P, int64_t d, float* w, float& bias) {
@@ -311,10 +315,9 @@ CCV_DEV float dfinal_term(const ccv_params& P, const Seg& g, int64_t b, int64_t 
   return ldf<T>(P.dfinal, g.slot * P.dfinal_s[0] + d * P.dfinal_s[1] + j * P.dfinal_s[2]);
 }
 
-// dx at token p. g(q) for q in [p, p+K] is read from shared memory: gsm[(q - q0) * gstride].
+// dx at token p from g(p + i), i = 0..K, in `g` (the caller gathers them from its tile).
 template <typename T, int W>
-CCV_SLOW float dx_generic(const ccv_params& P, int64_t b, int64_t d, int64_t p, const WArr<W> w,
-                          const float* gsm, int64_t q0, int gstride) {
+CCV_SLOW float dx_generic(const ccv_params& P, int64_t b, int64_t d, int64_t p, const WArr<W> w, const WArr<W> g) {
   constexpr int K = W - 1;
   Seg gp = seg_of(P, b, p);
   if (!gp.valid) return 0.f;
@@ -324,7 +327,7 @@ CCV_SLOW float dx_generic(const ccv_params& P, int64_t b, int64_t d, int64_t p, 
 #pragma unroll
   for (int k = 0; k < W; ++k) {
     int64_t q = p + K - k;
-    if (q < gp.e && (!seq || seqid(P, b, q) == idp)) acc += w.w[k] * gsm[(q - q0) * gstride];
+    if (q < gp.e && (!seq || seqid(P, b, q) == idp)) acc += w.w[k] * g.w[K - k];
   }
   return acc + dfinal_term<T>(P, gp, b, d, p, K);
 }

@@ -108,6 +108,19 @@ __device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {
 #define CCV_GRID_CONST const
 #endif
 
+// e^-z for the activation's sigmoid. NVIDIA: ex2.approx.ftz (2 ulp) of -z*log2(e); nvcc's
+// __expf adds a fix-up for results below 2^-126 (a compare, two predicated multiplies per call),
+// which the sigmoid does not need: 1 + e^-z is 1 there either way. AMD: __expf (v_exp_f32).
+__device__ __forceinline__ float ccv_exp_neg(float z) {
+#if defined(CCV_CUDA)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(z * -1.4426950408889634f));
+  return r;
+#else
+  return __expf(-z);
+#endif
+}
+
 __device__ __forceinline__ float ccv_bf2f(uint16_t b) { return ccv_u2f((uint32_t)b << 16); }
 
 // Storage types of the 16-bit dtypes (plain bits; arithmetic always in fp32).

@@ -14,15 +14,17 @@
 constexpr int CL_CV = 4;  // channels per thread
 
 // One lane's walk over tokens [s0, s1) of channels c .. c+3 of row b. FAST (simple row, vector
-// path): U loads ahead, no sequence checks; otherwise one token at a time with every check.
-template <typename T, int W, bool FAST>
+// path): U loads ahead, no sequence checks, the activation fixed at compile time (ACT = 1 SiLU,
+// 0 none); otherwise one token at a time with every check (ACT = -1: from the flags).
+template <typename T, int W, bool FAST, int ACT>
 CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, int64_t s1) {
   constexpr int K = W - 1, CV = CL_CV;
-  constexpr int U = sizeof(T) == 4 ? CCV_CL_AHEAD_f32 : CCV_CL_AHEAD_16;
+  constexpr int U = sizeof(T) == 4 ? CCV_CL_AHEAD_f32(W) : CCV_CL_AHEAD_16(W);
   constexpr int UU = FAST ? U : 1;
   typedef QN<T, CV> Q;
   const int f = P.flags;
-  const bool seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
+  const bool seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED;
+  const bool silu = ACT < 0 ? (f & CCV_F_SILU) != 0 : ACT == 1;
   const int nc = (int)min((int64_t)CV, P.dim - c);
   const bool vec = (f & CCV_F_VEC) && nc == CV;
   float w[CV][W], bias[CV];
@@ -71,18 +73,31 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, 
 #pragma unroll
   for (int k = 1; k <= K; ++k) ids[k] = (!FAST && seq && s0 - K - 1 + k >= 0) ? seqid(P, b, s0 - K - 1 + k) : -1;
 
-  for (int64_t t = s0; t < s1; t += UU) {
-    typename Q::raw rx[UU];
+  // the UU tokens from t (all loads before the first use; 0 from s1 on)
+  auto fetch = [&](int64_t t, typename Q::raw* r) {
 #pragma unroll
-    for (int u = 0; u < UU; ++u) {  // all UU loads before the first use
+    for (int u = 0; u < UU; ++u) {
       const int64_t q = t + u;
       if (vv) {
-        rx[u] = q < s1 ? Q::ld((const T*)P.x + xrow + q * xt) : Q::zero();
+        r[u] = q < s1 ? Q::ld((const T*)P.x + xrow + q * xt) : Q::zero();
       } else {
         float v[CV];
         load(q, v);  // q < s1: UU = 1
-        rx[u] = Q::pack(v);  // exact: the values came from T
+        r[u] = Q::pack(v);  // exact: the values came from T
       }
+    }
+  };
+  // FAST: the next step's loads are issued before this step's math (instances.h), so a lane
+  // always has loads in flight
+  constexpr bool PF = FAST && (sizeof(T) == 4 ? CCV_CL_PREFETCH_f32 : CCV_CL_PREFETCH_16);
+  typename Q::raw rx[UU];
+  if (PF) fetch(s0, rx);
+  for (int64_t t = s0; t < s1; t += UU) {
+    typename Q::raw nx[UU];
+    if (PF) {
+      fetch(t + UU, nx);
+    } else {
+      fetch(t, rx);
     }
 #pragma unroll
     for (int u = 0; u < UU; ++u) {
@@ -133,6 +148,10 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, 
           if (ch < nc) stf<T>(P.out, orow + ch * oc + q * ot, o[ch]);
       }
     }
+    if (PF) {
+#pragma unroll
+      for (int u = 0; u < UU; ++u) rx[u] = nx[u];
+    }
   }
 }
 
@@ -155,9 +174,13 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   if (c >= D || s0 >= s1) return;  // no barriers here: idle threads leave
   const bool simple = !(P.flags & (CCV_F_PACKED | CCV_F_SEQ_IDX));
   if (simple && (P.flags & CCV_F_VEC) && c + CL_CV <= D && seg_by_index(P, b).valid) {
-    fwd_cl_walk<T, W, true>(P, b, c, s0, s1);
+    if (P.flags & CCV_F_SILU) {
+      fwd_cl_walk<T, W, true, 1>(P, b, c, s0, s1);
+    } else {
+      fwd_cl_walk<T, W, true, 0>(P, b, c, s0, s1);
+    }
   } else {
-    fwd_cl_walk<T, W, false>(P, b, c, s0, s1);
+    fwd_cl_walk<T, W, false, -1>(P, b, c, s0, s1);
   }
 }
 

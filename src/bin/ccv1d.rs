@@ -39,6 +39,7 @@ commands:
            --threads N                  cases run concurrently (default: all cores)
            --full                       every dtype/layout/op of the big seed shapes too
            --list                       list the selected cases, run nothing
+           --image FILE                 use this GPU kernel image instead of the embedded one
   bench    timings: median/min ms, GB/s of the minimal traffic, % of a copy
            --backend cpu|gpu            (default cpu)
            --preset seeds|mamba|decode|all   (default seeds)
@@ -47,6 +48,8 @@ commands:
            --warmup N --iters N         (default 10 + 100; fewer for slow rows on the CPU)
            --json FILE --csv FILE       also write the rows there
            --plot FILE.png              also draw GB/s vs bytes per call, per op/dtype/layout
+           --timing graph|events|host   (GPU; default graph)
+           --image FILE                 time this GPU kernel image instead of the embedded one
   help     this text
 ";
 

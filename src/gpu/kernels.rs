@@ -140,6 +140,9 @@ pub const CF_ITEMS: i64 = 2;
 /// Channel-last tile: tokens x channels (`CCV_CL_TT`, `CCV_CL_CC`).
 pub const CL_TT: i64 = 64;
 pub const CL_CC: i64 = 64;
+/// Smallest chunk of the streaming channel-last kernels: a multiple of their lanes per block
+/// (fwd_cl 8, 16-bit bwd_cls 8, f32 bwd_cls 4), so every lane gets chunk / lanes tokens.
+pub const CL_SUB: i64 = 8;
 /// Staged decode step: shared-memory bytes per block and most batch rows per block
 /// (`CCV_UPD_SMEM`, `CCV_UPD_ROWS`).
 pub const UPD_SMEM: i64 = 12288;
@@ -302,7 +305,10 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
 /// wave-quantized tiles per block slot: cost = waves * (tiles per block + 1/2 for the halo a lane
 /// re-reads), slots = `blocks_per_sm` resident blocks per multiprocessor (`cl_blocks_per_sm`).
 /// Longer lanes than one tile per block where that does not add a wave (8x2048x1024 bf16: 768
-/// blocks of 6 tiles instead of 4096 of 1; measured on the H100, docs/perf.md).
+/// blocks of 6 tiles instead of 4096 of 1; measured on the H100, docs/perf.md). A problem under
+/// one wave even at one tile per block (few short rows: the seeds' Tiny and Small) cuts its tiles
+/// into as many chunks of CL_SUB-multiples as the slots hold: a lane then walks 1-2 tokens
+/// instead of 8 in sequence.
 pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     if dim > i32::MAX as i64 || batch > i32::MAX as i64 {
         bail!(CCV1D_ERR_OVERFLOW, "GPU kernels take batch and dim below 2^31 (batch {batch}, dim {dim})");
@@ -330,7 +336,11 @@ pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64,
     if let Some(t) = knob(Knob::ClTiles) {
         best.1 = ceil_div(tiles_per_row, t);
     }
-    let chunk = ceil_div(tiles_per_row, best.1) * CL_TT;
+    let mut chunk = ceil_div(tiles_per_row, best.1) * CL_TT;
+    if knob(Knob::ClTiles).is_none() && chunk == CL_TT && rows.saturating_mul(tiles_per_row) < slots {
+        let per_row = (slots / rows.max(1)).max(1);
+        chunk = (ceil_div(seqlen.max(1), per_row.saturating_mul(CL_SUB)) * CL_SUB).clamp(CL_SUB, CL_TT);
+    }
     let n_chunks = ceil_div(seqlen.max(1), chunk);
     let n_blocks = rows.saturating_mul(n_chunks);
     if n_blocks > MAX_BLOCKS {
@@ -1017,7 +1027,7 @@ mod tests {
             assert_eq!(v[0].kernel, "ccv1d_fwd_cl_bf16_w3");
             check_grid(&v[0]);
             let k = params_of(&v[0]);
-            assert_eq!(k.chunk % CL_TT, 0);
+            assert_eq!(k.chunk % CL_SUB, 0);
             assert_eq!(k.n_ctiles, ceil_div(d, CL_CC));
             assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
             assert_eq!(k.flags & F_VEC != 0, d % 8 == 0, "vector path iff row strides are 16-byte multiples");
@@ -1028,7 +1038,7 @@ mod tests {
     fn fwd_channel_last_chunks_fill_a_wave() {
         let h100 = DeviceInfo { multiprocessors: 132, ..mi300() };
         // (batch, dim, seqlen) -> expected (chunk tokens, chunks per row)
-        for ((b, d, l), want) in [((8, 2048, 1024), (384, 3)), ((4, 4096, 512), (192, 3)), ((4, 5376, 4096), (640, 7)), ((1, 32, 64), (64, 1))] {
+        for ((b, d, l), want) in [((8, 2048, 1024), (384, 3)), ((4, 4096, 512), (192, 3)), ((4, 5376, 4096), (640, 7)), ((1, 32, 64), (8, 8)), ((2, 64, 256), (8, 32))] {
             let g = cl_stream_geometry(b, d, l, 6, &h100).unwrap();
             assert_eq!((g.chunk, g.n_chunks), want, "{b}x{d}x{l}");
             assert_eq!(g.n_blocks, b * ceil_div(d, CL_CC) * g.n_chunks);
@@ -1039,7 +1049,7 @@ mod tests {
         assert_eq!((g.chunk, g.n_chunks), (192, 22));
         for l in [1, 63, 64, 65, 1000, 4097] {
             let g = cl_stream_geometry(3, 100, l, 4, &h100).unwrap();
-            assert_eq!(g.chunk % CL_TT, 0);
+            assert_eq!(g.chunk % CL_SUB, 0);
             assert_eq!(g.n_chunks, ceil_div(l, g.chunk));
             assert!((g.n_chunks - 1) * g.chunk < l);
         }

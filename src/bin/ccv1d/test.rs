@@ -27,7 +27,7 @@ use causal_conv1d::plan::DType;
 
 use crate::args::{Args, Usage};
 
-pub const OPTIONS: [&str; 7] = ["backend", "op", "dtype", "layout", "filter", "seed", "threads"];
+pub const OPTIONS: [&str; 8] = ["backend", "op", "dtype", "layout", "filter", "seed", "threads", "image"];
 pub const FLAGS: [&str; 2] = ["full", "list"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -410,6 +410,13 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
         Some(s) => parse_u64(s).ok_or_else(|| Usage(format!("--seed {s:?}: expected an integer (decimal or 0x hex)")))?,
     };
     let full = a.flag("full");
+    // Kernel tuning: check a kernel image built with other flags (as `ccv1d bench --image` times it).
+    if let Some(path) = a.get("image") {
+        if let Err(e) = causal_conv1d::gpu::testing::set_image_file(path) {
+            eprintln!("ccv1d test --image: {e}");
+            return Ok(2);
+        }
+    }
     let cases: Vec<Case> = all_cases(full)
         .into_iter()
         .filter(|c| op == "all" || c.op.name() == op)

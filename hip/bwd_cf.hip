@@ -122,9 +122,10 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
 #pragma unroll
       for (int m = 0; m < V; m += 4) gr4[gq((v * V + m) / 4)] = make_float4(gv[m], gv[m + 1], gv[m + 2], gv[m + 3]);
     };
-    // An interior tile of a simple row on the vector path: every vector plain and whole (no
-    // per-vector checks; the activation chosen once per tile, not per element).
-    const bool lean = rc.simple && vec && t0 + tiler <= L;
+    // An interior tile of a live simple row (not a skipped slot) on the vector path: every vector
+    // plain and whole (no per-vector checks; the activation chosen once per tile, not per
+    // element).
+    const bool lean = rc.simple && row_ok && vec && t0 + tiler <= L;
     if (lean) {
       auto run = [&](auto act) {
 #pragma unroll

@@ -100,9 +100,10 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
         o[e] = act_f(acc, decltype(act)::value);
       }
     };
-    // An interior tile of a simple row on the vector path: every vector plain and whole, no
-    // per-vector checks, and the activation is chosen once per tile instead of per element.
-    if (rc.simple && vec && t0 + tiler <= L) {
+    // An interior tile of a live simple row (not a skipped slot) on the vector path: every vector
+    // plain and whole, no per-vector checks, and the activation chosen once per tile instead of
+    // per element.
+    if (rc.simple && row_ok && vec && t0 + tiler <= L) {
       auto lean = [&](auto act) {
 #pragma unroll
         for (int j = 0; j < IT; ++j) {

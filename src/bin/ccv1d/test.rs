@@ -262,6 +262,15 @@ fn feature_cases(out: &mut Vec<Case>) {
                 states(c);
                 c.alias = true;
             });
+            // A skipped batch row (state index -1) long enough for whole interior tiles: its
+            // outputs and gradients are 0 (the GPU's lean tiles once computed them).
+            conv2(out, "states/skipped-row-long", dt, lay, (3, 16, 4500, 4), |c, _| {
+                c.silu = true;
+                c.slots = 3;
+                c.num_state_slots = 3;
+                c.state_indices = Some(vec![2, -1, 0]);
+                states(c);
+            });
             // Packed: lengths 3, 0, 37, 1, 159; a pool of 8 slots, one sequence skipped.
             let cu = vec![0, 3, 3, 40, 41, 200];
             let cu2 = cu.clone();

@@ -50,8 +50,9 @@
 // Launch bounds per family, x dtype and width W. On NVIDIA a minimum of resident blocks caps
 // registers at 65536 / (128 * b): used where it was measured to help on the H100 (fwd_cf: 12
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
-// windows spill there, so 10 = 51 (W = 6-8 5-9 % faster than 8 = 64); fwd_cl: 6 (80) for W <= 4, else 4 (its general path
-// spills there, the streaming path does not; kernels.rs's cl_blocks_per_sm assumes these);
+// windows spill there, so 10 = 51 (W = 6-8 5-9 % faster than 8 = 64); fwd_cl: 6 (80) for
+// W <= 4, else 4 (its general path spills there, the streaming path does not; kernels.rs's
+// cl_blocks_per_sm assumes these);
 // bwd_cf: 8 (64) for W <= 4, 7 (72) above (W = 8 spills 8 bytes; against 6 blocks every W = 5-8
 // row was 4-7 % faster, f32 and bf16); bwd_cfs: 5 (its least without spills);
 // f32 bwd_cls: 5 (96) for W <= 4, 4 (128) above (W = 6-8 6-19 % faster than ptxas's choice);

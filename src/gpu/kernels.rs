@@ -920,6 +920,12 @@ mod tests {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
+        // the streaming channel-last kernels split a chunk evenly over their lanes:
+        // lanes = NT / (CL_CC / channels per thread); fwd_cl takes 4 channels per thread
+        for cv in [4, header_define(INSTANCES_H, "CCV_CL_BWD_CV_f32"), header_define(INSTANCES_H, "CCV_CL_BWD_CV_16")] {
+            let lanes = NT as i64 / (CL_CC / cv);
+            assert_eq!(CL_SUB % lanes, 0, "CL_SUB {CL_SUB} against {lanes} lanes");
+        }
     }
 
     fn view(addr: usize, dtype: DType, stride: [i64; 3]) -> View {

@@ -1,6 +1,6 @@
 // Backward, channel-first. Block = (batch row b, channel d, chunk); it walks its chunk tile by
 // tile (same tiles as fwd_cf). Per tile:
-//   1. x over [t0-KP, t0+TILE+KP) into shared memory (own vectors 16-byte loads, halos scalar),
+//   1. x over [t0-KP, t0+TILE+KP) into shared memory (16-byte loads; halos too inside simple rows),
 //      dout of the own vectors into registers;
 //   2. g(t) = dout * act'(pre(t)) for the own tokens (pre recomputed from x) and for the K tokens
 //      after the tile (right halo) into shared memory;
@@ -9,8 +9,9 @@
 // Rows without seq_idx / cu_seqlens are plain everywhere (initial state in the left halo, dfinal
 // added to the last K dx); otherwise vectors whose window (K either side) leaves their sequence
 // take the generic per-element path.
+// A block walks P.brows consecutive batch rows (group bg) of one channel, the same chunk of each.
 // At the end the block's partials (W+1 floats) are summed in a fixed order and written to
-// ws[(b*n_chunks + chunk), d, 0..W]; bwd_reduce (misc.hip) adds the partials in a fixed order.
+// ws[(bg*n_chunks + chunk), d, 0..W]; bwd_reduce (misc.hip) adds the partials in a fixed order.
 #include "instances.h"
 
 // SHORT = false: ccv1d_bwd_cf_*; true: ccv1d_bwd_cfs_* (rows shorter than half a tile, one chunk
@@ -49,20 +50,18 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
   const uint32_t rd = ((blk / nch) << rl) + sub;  // < 8 * MAX_BLOCKS < 2^32
   // the last block's spare sub-blocks only join the barriers
   const bool active = !SHORT || (uint64_t)rd < (uint64_t)P.batch * P.dim;
-  const int64_t d = active ? rd % dm : 0, b = active ? rd / dm : 0;
+  // bwd_cf: the block walks P.brows consecutive batch rows of channel d (group bg) with one set
+  // of weights and one dweight/dbias partial (fewer blocks: less setup and reduction per tile)
+  const int G = SHORT ? 1 : max(P.brows, 1);
+  const int64_t d = active ? rd % dm : 0, bg = active ? rd / dm : 0;
   const int f = P.flags;
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int64_t L = active ? P.seqlen : 0;
 
-  WArr<W> wa;
+  WArr<W> wa;  // loaded with the first tile (below): its loads overlap the tile's
   float bias;
-  load_weights<W>(P, d, wa.w, bias);
   const float* w = wa.w;
-  const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
-  const int64_t yrow = b * P.dout_s[0] + d * P.dout_s[1], ys = P.dout_s[2];
-  const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1], ds = P.dx_s[2];
-  const RowCtx rc = row_ctx(P, b);
-  const bool row_ok = rc.g.valid;
+  const int64_t xs = P.x_s[2], ys = P.dout_s[2], ds = P.dx_s[2];
 
   float dw[W], db = 0.f;
 #pragma unroll
@@ -70,194 +69,221 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
 
   const int64_t cbeg = chunk * P.chunk;
   const int64_t cend = min(P.seqlen, cbeg + P.chunk);  // the same trip count in every sub-block
-  for (int64_t t0 = cbeg; t0 < cend; t0 += tiler) {
-    // ---- 1. loads: x to shared memory in fp32; dout stays raw in registers until step 2 (steps
-    // 2 and 3 read x and g back from shared memory: fewer live registers, more blocks per SM)
-    ccv_vec16 raw[2][IT];
-    {
-      const void* const src[2] = {P.x, P.dout};
-      const int64_t rows[2] = {xrow, yrow}, strides[2] = {xs, ys};
-      ld_items_raw<T, IT, 2>(src, rows, strides, t0, tid, ntr, L, vec, raw);
-    }
-    // halos after the tile's loads: their stores wait for their loads, the tile's should not
-    if (tid < 2 * KP) {
-      const int64_t p = tid < KP ? t0 - KP + tid : t0 + tiler + (tid - KP);
-      const int idx = tid < KP ? tid : KP + tiler + (tid - KP);
-      xb[xf(idx)] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : (p < 0 ? row_halo<T>(P, rc, d, p, K) : 0.f);
-    }
-    // dout of the right halo, loaded with the tile into its g slot (loaded after the barrier it
-    // put a second memory round trip into every tile)
-    if (tid < K && rc.simple && row_ok) {
-      const int64_t q = t0 + tiler + tid;
-      gb[gf(tiler + tid)] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < IT; ++j) {
-      float xv[V];
-      Tr<T>::unpack(raw[0][j], xv);
-#pragma unroll
-      for (int m = 0; m < V; m += 4) xr4[xq((KP + (j * ntr + tid) * V + m) / 4)] = make_float4(xv[m], xv[m + 1], xv[m + 2], xv[m + 3]);
-    }
-    __syncthreads();
+  for (int gi = 0; gi < G; ++gi) {
+    const int64_t b = bg * G + gi;
+    if (b >= P.batch) break;  // the same in the whole block
+    const int64_t xrow = b * P.x_s[0] + d * P.x_s[1];
+    const int64_t yrow = b * P.dout_s[0] + d * P.dout_s[1];
+    const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1];
+    const RowCtx rc = row_ctx(P, b);
+    const bool row_ok = rc.g.valid;
+    for (int64_t t0 = cbeg; t0 < cend; t0 += tiler) {
+      // ---- 1. loads: x to shared memory in fp32; dout stays raw in registers until step 2 (steps
+      // 2 and 3 read x and g back from shared memory: fewer live registers, more blocks per SM)
+      ccv_vec16 raw[2][IT];
+      {
+        const void* const src[2] = {P.x, P.dout};
+        const int64_t rows[2] = {xrow, yrow}, strides[2] = {xs, ys};
+        ld_items_raw<T, IT, 2>(src, rows, strides, t0, tid, ntr, L, vec, raw);
+      }
+      if (gi == 0 && t0 == cbeg) load_weights<W>(P, d, wa.w, bias);
+      // halos after the tile's loads: their stores wait for their loads, the tile's should not.
+      // Inside a simple row on the vector path they are whole 16-byte vectors (x before and after
+      // the tile, dout after it): a few threads instead of 2*KP scalar loads in the first warp.
+      constexpr int NH = KP / V;  // vectors per halo side
+      const bool vhalo = rc.simple && vec && t0 >= KP && t0 + tiler + KP <= L;
+      if (vhalo) {
+        if (tid < 3 * NH) {
+          const int side = tid / NH, m = (tid % NH) * V;  // 0: x left, 1: x right, 2: dout right
+          const int64_t p = side == 0 ? t0 - KP + m : t0 + tiler + m;
+          float v[V];
+          ldv<T>(side == 2 ? P.dout : P.x, (side == 2 ? yrow : xrow) + p, v);
+          const int i0 = side == 0 ? m : side == 1 ? KP + tiler + m : tiler + m;  // float index in its row
+  #pragma unroll
+          for (int e = 0; e < V; e += 4) {
+            const float4 q = make_float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
+            if (side == 2) gr4[gq((i0 + e) / 4)] = q; else xr4[xq((i0 + e) / 4)] = q;
+          }
+        }
+      } else if (tid < 2 * KP) {
+        const int64_t p = tid < KP ? t0 - KP + tid : t0 + tiler + (tid - KP);
+        const int idx = tid < KP ? tid : KP + tiler + (tid - KP);
+        xb[xf(idx)] = (p >= 0 && p < L) ? ldf<T>(P.x, xrow + p * xs) : (p < 0 ? row_halo<T>(P, rc, d, p, K) : 0.f);
+      }
+      // dout of the right halo, loaded with the tile into its g slot (loaded after the barrier it
+      // put a second memory round trip into every tile)
+      if (tid < K && rc.simple && row_ok && !vhalo) {
+        const int64_t q = t0 + tiler + tid;
+        gb[gf(tiler + tid)] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
+      }
+  #pragma unroll
+      for (int j = 0; j < IT; ++j) {
+        float xv[V];
+        Tr<T>::unpack(raw[0][j], xv);
+  #pragma unroll
+        for (int m = 0; m < V; m += 4) xr4[xq((KP + (j * ntr + tid) * V + m) / 4)] = make_float4(xv[m], xv[m + 1], xv[m + 2], xv[m + 3]);
+      }
+      __syncthreads();
 
-    // ---- 2. g = dout * act'(pre)
-    uint32_t slow = 0;  // bit j: vector j is not entirely inside one sequence (with K margins)
-    // g of vector v from its dout (gv) and x window (shared memory) into shared memory
-    auto grads = [&](int64_t v, float* gv, auto act) {
-      if (decltype(act)::value) {
-        float win[HV + V];
-#pragma unroll
+      // ---- 2. g = dout * act'(pre)
+      uint32_t slow = 0;  // bit j: vector j is not entirely inside one sequence (with K margins)
+      // g of vector v from its dout (gv) and x window (shared memory) into shared memory
+      auto grads = [&](int64_t v, float* gv, auto act) {
+        if (decltype(act)::value) {
+          float win[HV + V];
+  #pragma unroll
+          for (int m = 0; m < HV + V; m += 4) {
+            float4 q = xr4[xq((KP + v * V - HV + m) / 4)];
+            win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
+          }
+  #pragma unroll
+          for (int e = 0; e < V; ++e) {
+            float z = bias;
+  #pragma unroll
+            for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
+            gv[e] = act_grad(z, gv[e], true);
+          }
+        }
+  #pragma unroll
+        for (int m = 0; m < V; m += 4) gr4[gq((v * V + m) / 4)] = make_float4(gv[m], gv[m + 1], gv[m + 2], gv[m + 3]);
+      };
+      // An interior tile of a live simple row (not a skipped slot) on the vector path: every vector
+      // plain and whole (no per-vector checks; the activation chosen once per tile, not per
+      // element).
+      const bool lean = rc.simple && row_ok && vec && t0 + tiler <= L;
+      if (lean) {
+        auto run = [&](auto act) {
+  #pragma unroll
+          for (int j = 0; j < IT; ++j) {
+            float gv[V];
+            Tr<T>::unpack(raw[1][j], gv);
+            grads(j * ntr + tid, gv, act);
+          }
+        };
+        if (silu) run(BoolC<true>()); else run(BoolC<false>());
+      } else {
+  #pragma unroll
+        for (int j = 0; j < IT; ++j) {
+          const int64_t v = j * ntr + tid, tv = t0 + v * V;
+          float gv[V];
+          Tr<T>::unpack(raw[1][j], gv);  // 0 past L
+          bool plain = true;
+          if (tv < L) {
+            if (packed) {
+              Seg g = seg_of(P, b, tv);
+              plain = g.valid && tv - K >= g.s && tv + V + K <= g.e;
+            } else {
+              plain = row_ok && (rc.simple || (tv >= K && tv + V + K <= L));
+              if (plain && seq) {
+                const int64_t id0 = seqid(P, b, tv - K);
+                plain = id0 >= 0;
+                for (int m = 1; m < V + 2 * K; ++m)
+                  if (seqid(P, b, tv - K + m) != id0) plain = false;
+              }
+            }
+          }
+          if (!plain) {
+            slow |= 1u << j;
+          } else if (tv < L && silu) {
+            grads(v, gv, BoolC<true>());
+          } else {
+            grads(v, gv, BoolC<false>());
+          }
+        }
+      }
+      if (slow) {  // generic path, straight into shared memory (one call site: small code)
+  #pragma unroll 1
+        for (int j = 0; j < IT; ++j) {
+          if (!(slow & (1u << j))) continue;
+          const int64_t v = j * ntr + tid, tv = t0 + v * V;
+  #pragma unroll 1
+          for (int e = 0; e < V; ++e) gb[gf(v * V + e)] = tv + e < L ? grad_generic<T, W>(P, b, d, tv + e, wa, bias) : 0.f;
+        }
+      }
+      if (tid < K) {  // right halo: g at t0+tile+tid (belongs to the next tile; recomputed here)
+        const int64_t q = t0 + tiler + tid;
+        float gh = 0.f;
+        if (q < L) {
+          if (rc.simple) {
+            if (row_ok) {
+              float z = bias;
+  #pragma unroll
+              for (int k = 0; k < W; ++k) z += w[k] * xb[xf(KP + tiler + tid - K + k)];
+              gh = act_grad(z, gb[gf(tiler + tid)], silu);
+            }
+          } else {
+            gh = grad_generic<T, W>(P, b, d, q, wa, bias);
+          }
+        }
+        gb[gf(tiler + tid)] = gh;
+      }
+      __syncthreads();
+
+      // ---- 3. dx and dweight/dbias partials
+  #pragma unroll
+      for (int j = 0; j < IT; ++j) {
+        const int64_t v = j * ntr + tid, tv = t0 + v * V;
+        if (!lean && (tv >= L || (slow & (1u << j)))) continue;
+        float gw[HG], win[HV + V], o[V];
+  #pragma unroll
+        for (int m = 0; m < HG; m += 4) {
+          float4 q = gr4[gq((v * V + m) / 4)];
+          gw[m] = q.x; gw[m + 1] = q.y; gw[m + 2] = q.z; gw[m + 3] = q.w;
+        }
+  #pragma unroll
+        for (int e = 0; e < V; ++e) {
+          float acc = 0.f;
+  #pragma unroll
+          for (int k = 0; k < W; ++k) acc += w[k] * gw[e + K - k];
+          o[e] = acc;
+        }
+        if ((f & CCV_F_DFINAL) && tv + V > L - K) {  // simple rows only reach here near the end
+  #pragma unroll
+          for (int e = 0; e < V; ++e) o[e] += row_dfinal<T>(P, rc, d, tv + e, K);
+        }
+        if (lean || (vec && tv + V <= L)) {
+          stv<T>(P.dx, drow + tv, o);
+        } else {
+  #pragma unroll
+          for (int e = 0; e < V; ++e)
+            if (tv + e < L) stf<T>(P.dx, drow + (tv + e) * ds, o[e]);
+        }
+  #pragma unroll
         for (int m = 0; m < HV + V; m += 4) {
           float4 q = xr4[xq((KP + v * V - HV + m) / 4)];
           win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
         }
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          float z = bias;
-#pragma unroll
-          for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
-          gv[e] = act_grad(z, gv[e], true);
+  #pragma unroll
+        for (int e = 0; e < V; ++e) {  // gw[e] = g of the vector's own token e
+          db += gw[e];
+  #pragma unroll
+          for (int k = 0; k < W; ++k) dw[k] += gw[e] * win[HV - K + e + k];
         }
       }
-#pragma unroll
-      for (int m = 0; m < V; m += 4) gr4[gq((v * V + m) / 4)] = make_float4(gv[m], gv[m + 1], gv[m + 2], gv[m + 3]);
-    };
-    // An interior tile of a live simple row (not a skipped slot) on the vector path: every vector
-    // plain and whole (no per-vector checks; the activation chosen once per tile, not per
-    // element).
-    const bool lean = rc.simple && row_ok && vec && t0 + tiler <= L;
-    if (lean) {
-      auto run = [&](auto act) {
-#pragma unroll
+      if (slow) {
+  #pragma unroll 1
         for (int j = 0; j < IT; ++j) {
-          float gv[V];
-          Tr<T>::unpack(raw[1][j], gv);
-          grads(j * ntr + tid, gv, act);
-        }
-      };
-      if (silu) run(BoolC<true>()); else run(BoolC<false>());
-    } else {
-#pragma unroll
-      for (int j = 0; j < IT; ++j) {
-        const int64_t v = j * ntr + tid, tv = t0 + v * V;
-        float gv[V];
-        Tr<T>::unpack(raw[1][j], gv);  // 0 past L
-        bool plain = true;
-        if (tv < L) {
-          if (packed) {
-            Seg g = seg_of(P, b, tv);
-            plain = g.valid && tv - K >= g.s && tv + V + K <= g.e;
-          } else {
-            plain = row_ok && (rc.simple || (tv >= K && tv + V + K <= L));
-            if (plain && seq) {
-              const int64_t id0 = seqid(P, b, tv - K);
-              plain = id0 >= 0;
-              for (int m = 1; m < V + 2 * K; ++m)
-                if (seqid(P, b, tv - K + m) != id0) plain = false;
-            }
+          if (!(slow & (1u << j))) continue;
+          const int64_t tv = t0 + (j * ntr + tid) * V;
+  #pragma unroll 1
+          for (int e = 0; e < V && tv + e < L; ++e) {
+            const int64_t p = tv + e;
+            WArr<W> gn;  // g at p .. p+K (< t0 + tile + KP)
+  #pragma unroll
+            for (int i = 0; i < W; ++i) gn.w[i] = gb[gf(p - t0 + i)];
+            stf<T>(P.dx, drow + p * ds, dx_generic<T, W>(P, b, d, p, wa, gn));
+            // No skip of g == 0: 0 * inf taps must give NaN as in the oracle (padding adds no term:
+            // taps_generic answers 0 for it, and its g is 0).
+            const float gp = gb[gf(p - t0)];
+            const WArr<W> tp = taps_generic<T, W>(P, b, d, p);
+  #pragma unroll
+            for (int k = 0; k < W; ++k) dw[k] += gp * tp.w[k];
+            db += gp;
           }
         }
-        if (!plain) {
-          slow |= 1u << j;
-        } else if (tv < L && silu) {
-          grads(v, gv, BoolC<true>());
-        } else {
-          grads(v, gv, BoolC<false>());
-        }
       }
+      __syncthreads();
     }
-    if (slow) {  // generic path, straight into shared memory (one call site: small code)
-#pragma unroll 1
-      for (int j = 0; j < IT; ++j) {
-        if (!(slow & (1u << j))) continue;
-        const int64_t v = j * ntr + tid, tv = t0 + v * V;
-#pragma unroll 1
-        for (int e = 0; e < V; ++e) gb[gf(v * V + e)] = tv + e < L ? grad_generic<T, W>(P, b, d, tv + e, wa, bias) : 0.f;
-      }
-    }
-    if (tid < K) {  // right halo: g at t0+tile+tid (belongs to the next tile; recomputed here)
-      const int64_t q = t0 + tiler + tid;
-      float gh = 0.f;
-      if (q < L) {
-        if (rc.simple) {
-          if (row_ok) {
-            float z = bias;
-#pragma unroll
-            for (int k = 0; k < W; ++k) z += w[k] * xb[xf(KP + tiler + tid - K + k)];
-            gh = act_grad(z, gb[gf(tiler + tid)], silu);
-          }
-        } else {
-          gh = grad_generic<T, W>(P, b, d, q, wa, bias);
-        }
-      }
-      gb[gf(tiler + tid)] = gh;
-    }
-    __syncthreads();
-
-    // ---- 3. dx and dweight/dbias partials
-#pragma unroll
-    for (int j = 0; j < IT; ++j) {
-      const int64_t v = j * ntr + tid, tv = t0 + v * V;
-      if (!lean && (tv >= L || (slow & (1u << j)))) continue;
-      float gw[HG], win[HV + V], o[V];
-#pragma unroll
-      for (int m = 0; m < HG; m += 4) {
-        float4 q = gr4[gq((v * V + m) / 4)];
-        gw[m] = q.x; gw[m + 1] = q.y; gw[m + 2] = q.z; gw[m + 3] = q.w;
-      }
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        float acc = 0.f;
-#pragma unroll
-        for (int k = 0; k < W; ++k) acc += w[k] * gw[e + K - k];
-        o[e] = acc;
-      }
-      if ((f & CCV_F_DFINAL) && tv + V > L - K) {  // simple rows only reach here near the end
-#pragma unroll
-        for (int e = 0; e < V; ++e) o[e] += row_dfinal<T>(P, rc, d, tv + e, K);
-      }
-      if (lean || (vec && tv + V <= L)) {
-        stv<T>(P.dx, drow + tv, o);
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e)
-          if (tv + e < L) stf<T>(P.dx, drow + (tv + e) * ds, o[e]);
-      }
-#pragma unroll
-      for (int m = 0; m < HV + V; m += 4) {
-        float4 q = xr4[xq((KP + v * V - HV + m) / 4)];
-        win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
-      }
-#pragma unroll
-      for (int e = 0; e < V; ++e) {  // gw[e] = g of the vector's own token e
-        db += gw[e];
-#pragma unroll
-        for (int k = 0; k < W; ++k) dw[k] += gw[e] * win[HV - K + e + k];
-      }
-    }
-    if (slow) {
-#pragma unroll 1
-      for (int j = 0; j < IT; ++j) {
-        if (!(slow & (1u << j))) continue;
-        const int64_t tv = t0 + (j * ntr + tid) * V;
-#pragma unroll 1
-        for (int e = 0; e < V && tv + e < L; ++e) {
-          const int64_t p = tv + e;
-          WArr<W> gn;  // g at p .. p+K (< t0 + tile + KP)
-#pragma unroll
-          for (int i = 0; i < W; ++i) gn.w[i] = gb[gf(p - t0 + i)];
-          stf<T>(P.dx, drow + p * ds, dx_generic<T, W>(P, b, d, p, wa, gn));
-          // No skip of g == 0: 0 * inf taps must give NaN as in the oracle (padding adds no term:
-          // taps_generic answers 0 for it, and its g is 0).
-          const float gp = gb[gf(p - t0)];
-          const WArr<W> tp = taps_generic<T, W>(P, b, d, p);
-#pragma unroll
-          for (int k = 0; k < W; ++k) dw[k] += gp * tp.w[k];
-          db += gp;
-        }
-      }
-    }
-    __syncthreads();
   }
 
   // ---- block partials → workspace (fixed-order reduction: deterministic)
@@ -269,7 +295,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
     block_sum<W + 1, NT>(part, xb, tot);
     if (tid == 0) {
 #pragma unroll
-      for (int k = 0; k <= W; ++k) put_partial<W>(P, b * P.n_chunks + chunk, d, k, tot[k]);
+      for (int k = 0; k <= W; ++k) put_partial<W>(P, bg * P.n_chunks + chunk, d, k, tot[k]);
     }
     return;
   }

@@ -269,30 +269,24 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P) {
       }
     }
     const int64_t qend = s1 + K, qload = min(L, qend);
-    // x and dout of the U tokens from q0 (every load of a step before the first use)
-    auto fetch = [&](int64_t q0, typename Q::raw* rx, typename Q::raw* ry) {
+    if (!live) {  // a skipped row: dx = 0, no partials
+      for (int64_t p = s0; p < s1; ++p) Q::st(dp + p * dt, Q::zero());
+    } else {
+      // x and dout of the U tokens from q0 at xc / yc (every load of a step before the first
+      // use); pointers advance by a stride per token instead of an int64 multiply per load
+      auto fetch = [&](int64_t q0, const T* xc, const T* yc, typename Q::raw* rx, typename Q::raw* ry) {
+        const bool whole = q0 + U <= qload;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t q = q0 + u;
-        rx[u] = q < qload ? Q::ld(xp + q * xt) : Q::zero();
-        ry[u] = q < qload ? Q::ld(yp + q * yt) : Q::zero();
-      }
-    };
-    // with SiLU the next step's loads are issued before this step's math (instances.h)
-    constexpr bool PF = SILU;
-    typename Q::raw rx[U], ry[U];
-    if (PF) fetch(s0, rx, ry);
-    for (int64_t q0 = s0; q0 < qend; q0 += U) {
-      typename Q::raw nx[U], ny[U];
-      if (PF) {
-        fetch(q0 + U, nx, ny);
-      } else {
-        fetch(q0, rx, ry);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t q = q0 + u;
-        if (q >= qend) break;
+        for (int u = 0; u < U; ++u) {
+          const bool in = whole || q0 + u < qload;
+          rx[u] = in ? Q::ld(xc) : Q::zero();
+          ry[u] = in ? Q::ld(yc) : Q::zero();
+          xc += xt;
+          yc += yt;
+        }
+      };
+      // token q: shift the windows in, g(q), its dweight terms (DW) and dx(q - K) (DX)
+      auto token = [&](int64_t q, typename Q::raw rxu, typename Q::raw ryu, bool dwq, bool dxq) {
 #pragma unroll
         for (int k = 0; k < K; ++k)
 #pragma unroll
@@ -300,17 +294,17 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P) {
             xw[k][ch] = xw[k + 1][ch];
             gw[k][ch] = gw[k + 1][ch];
           }
-        Q::unpack(rx[u], xw[K]);
+        Q::unpack(rxu, xw[K]);
         float dy[CV];
-        Q::unpack(ry[u], dy);
+        Q::unpack(ryu, dy);
 #pragma unroll
         for (int ch = 0; ch < CV; ++ch) {
           float z = bias[ch];
 #pragma unroll
           for (int k = 0; k < W; ++k) z += w[ch][k] * xw[k][ch];
-          gw[K][ch] = live ? act_grad(z, dy[ch], silu) : 0.f;  // 0 past L (dout loaded as 0)
+          gw[K][ch] = act_grad(z, dy[ch], silu);  // 0 past L (dout loaded as 0)
         }
-        if (q < s1) {
+        if (dwq) {
 #pragma unroll
           for (int ch = 0; ch < CV; ++ch) {
 #pragma unroll
@@ -318,8 +312,8 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P) {
             dw[ch][W] += gw[K][ch];
           }
         }
-        const int64_t p = q - K;
-        if (p >= s0) {
+        if (dxq) {
+          const int64_t p = q - K;
           float o[CV];
 #pragma unroll
           for (int ch = 0; ch < CV; ++ch) {
@@ -328,18 +322,45 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P) {
             for (int k = 0; k < W; ++k) acc += w[ch][k] * gw[K - k][ch];
             o[ch] = acc;
           }
-          if (dfin && live && p >= L - K) {
+          if (dfin && p >= L - K) {
 #pragma unroll
             for (int ch = 0; ch < CV; ++ch) o[ch] += row_dfinal<T>(P, rc, c + ch, p, K);
           }
           Q::st(dp + p * dt, Q::pack(o));
         }
-      }
-      if (PF) {
+      };
+      // with SiLU the next step's loads are issued before this step's math (instances.h)
+      constexpr bool PF = SILU;
+      typename Q::raw rx[U], ry[U];
+      const T* xc = xp + s0 * xt;
+      const T* yc = yp + s0 * yt;
+      if (PF) fetch(s0, xc, yc, rx, ry);
+      for (int64_t q0 = s0; q0 < qend; q0 += U) {
+        typename Q::raw nx[U], ny[U];
+        if (PF) {
+          fetch(q0 + U, xc + U * xt, yc + U * yt, nx, ny);
+        } else {
+          fetch(q0, xc, yc, rx, ry);
+        }
+        xc += U * xt;
+        yc += U * yt;
+        if (q0 >= s0 + K && q0 + U <= s1) {  // the bulk of the walk: every token stores and adds
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          rx[u] = nx[u];
-          ry[u] = ny[u];
+          for (int u = 0; u < U; ++u) token(q0 + u, rx[u], ry[u], true, true);
+        } else {
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t q = q0 + u;
+            if (q >= qend) break;
+            token(q, rx[u], ry[u], q < s1, q - K >= s0);
+          }
+        }
+        if (PF) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            rx[u] = nx[u];
+            ry[u] = ny[u];
+          }
         }
       }
     }

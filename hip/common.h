@@ -141,10 +141,28 @@ CCV_DEV float act_grad(float z, float dy, bool silu) {
 template <bool B> struct BoolC { static constexpr bool value = B; };
 
 // ------------------------------------------------------------------ weights
+// Raw bits first, converted after every load has been issued: one memory round trip for the W
+// weights and the bias instead of one per value (ld_dt's dtype branch around each load kept them
+// apart: a block's setup waited five round trips before its first tile; H100 ncu, docs/perf.md).
+CCV_DEV uint32_t ld_bits_dt(const void* base, int64_t off, int dt) {
+  return dt == CCV_DT_F32 ? ((const uint32_t*)base)[off] : (uint32_t)((const uint16_t*)base)[off];
+}
+CCV_DEV float bits_to_f(uint32_t u, int dt) {
+  return dt == CCV_DT_F32 ? ccv_u2f(u) : dt == CCV_DT_BF16 ? ccv_bf2f((uint16_t)u) : ccv_h2f((uint16_t)u);
+}
 template <int W> CCV_DEV void load_weights(const ccv_params& P, int64_t d, float* w, float& bias) {
+  uint32_t u[W + 1];
+  const bool f32w = P.w_dtype == CCV_DT_F32;
 #pragma unroll
-  for (int k = 0; k < W; ++k) w[k] = ld_dt(P.weight, d * P.w_s[0] + k * P.w_s[1], P.w_dtype);
-  bias = (P.flags & CCV_F_BIAS) ? ld_dt(P.bias, d * P.bias_s, P.b_dtype) : 0.f;
+  for (int k = 0; k < W; ++k) {
+    const int64_t off = d * P.w_s[0] + k * P.w_s[1];
+    u[k] = f32w ? ((const uint32_t*)P.weight)[off] : (uint32_t)((const uint16_t*)P.weight)[off];
+  }
+  const bool has_bias = P.flags & CCV_F_BIAS;
+  u[W] = has_bias ? ld_bits_dt(P.bias, d * P.bias_s, P.b_dtype) : 0u;
+#pragma unroll
+  for (int k = 0; k < W; ++k) w[k] = bits_to_f(u[k], P.w_dtype);
+  bias = has_bias ? bits_to_f(u[W], P.b_dtype) : 0.f;
 }
 
 // ------------------------------------------------------------------ sequences and slots
@@ -432,6 +450,13 @@ template <typename T, int IT, int N>
 CCV_DEV void ld_items_raw(const void* const (&src)[N], const int64_t (&row)[N], const int64_t (&stride)[N], int64_t t0,
                           int tid, int ntr, int64_t L, bool vec, ccv_vec16 (&r)[N][IT]) {
   constexpr int V = Tr<T>::V;
+  if (vec && t0 + (int64_t)IT * ntr * V <= L) {  // the whole tile inside the row: no per-vector test
+#pragma unroll
+    for (int j = 0; j < IT; ++j)
+#pragma unroll
+      for (int n = 0; n < N; ++n) r[n][j] = ccv_ld16((const T*)src[n] + row[n] + t0 + (int64_t)(j * ntr + tid) * V);
+    return;
+  }
   bool whole = vec;
 #pragma unroll
   for (int j = 0; j < IT; ++j) {

@@ -72,9 +72,11 @@ struct ccv_params {
   int32_t w_dtype, b_dtype, dw_dtype, db_dtype;
   int32_t hi_bytes;  // 4 (int32) or 1 (bool)
   int32_t rows_log2;  // fwd_cf: a block covers 2^rows_log2 (batch, channel) rows (short rows), else 0
-};  // 584 bytes
+  int32_t brows;      // bwd_cf: consecutive batch rows per block (same channel), >= 1
+  int32_t pad0;
+};  // 592 bytes
 
-#define CCV_PARAMS_SIZE 584
+#define CCV_PARAMS_SIZE 592
 static_assert(sizeof(void*) == 8, "64-bit targets only");
 static_assert(sizeof(ccv_params) == CCV_PARAMS_SIZE, "ccv_params size: keep kernels.rs KParams in sync");
 static_assert(__builtin_offsetof(ccv_params, x_s) == 152, "ccv_params layout");

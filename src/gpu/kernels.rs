@@ -48,7 +48,7 @@ pub const F_DIRECT: i32 = 1 << 14;
 pub const F_STEP_PM: i32 = 1 << 15;
 
 /// The kernels' single argument. Field for field `struct ccv_params` of `hip/kparams.h`
-/// (584 bytes; both sides assert the size and a few offsets).
+/// (592 bytes; both sides assert the size and a few offsets).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KParams {
@@ -114,9 +114,12 @@ pub struct KParams {
     pub hi_bytes: i32,
     /// fwd_cf: a block covers `2^rows_log2` (batch, channel) rows of one chunk each (short rows).
     pub rows_log2: i32,
+    /// bwd_cf: consecutive batch rows a block walks (same channel, one dweight partial), >= 1.
+    pub brows: i32,
+    pub pad0: i32,
 }
 
-pub const KPARAMS_SIZE: usize = 584;
+pub const KPARAMS_SIZE: usize = 592;
 const _: () = assert!(std::mem::size_of::<KParams>() == KPARAMS_SIZE);
 
 impl KParams {
@@ -268,6 +271,8 @@ pub struct MainGeom {
     pub n_chunks: i64,
     pub n_ctiles: i64,
     pub n_blocks: i64,
+    /// Batch rows per block (`bwd_cf`: `bwd_cf_row_groups`), 1 elsewhere.
+    pub brows: i64,
 }
 
 /// Split each row into chunks of whole tiles: one tile per block while that leaves fewer than
@@ -296,7 +301,7 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     if n_blocks > MAX_BLOCKS {
         bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch ({n_blocks} blocks)");
     }
-    Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks })
+    Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks, brows: 1 })
 }
 
 /// Channel-last streaming kernels (`ccv1d_fwd_cl_*`: each thread walks chunk / 8 consecutive
@@ -346,7 +351,7 @@ pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64,
     if n_blocks > MAX_BLOCKS {
         bail!(CCV1D_ERR_OVERFLOW, "problem too large for one launch ({n_blocks} blocks)");
     }
-    Ok(MainGeom { layout: Layout::ChannelLast, chunk, n_chunks, n_ctiles, n_blocks })
+    Ok(MainGeom { layout: Layout::ChannelLast, chunk, n_chunks, n_ctiles, n_blocks, brows: 1 })
 }
 
 /// Resident blocks per multiprocessor of the streaming channel-last kernels, for their
@@ -360,6 +365,37 @@ fn cl_blocks_per_sm(backward: bool, dt: DType, width: i64) -> i64 {
         (true, DType::F32) => if width <= 4 { 5 } else { 4 },
         (true, _) => if width <= 3 { 4 } else if width <= 4 { 3 } else { 2 },
     }
+}
+
+/// Resident `bwd_cf` blocks per multiprocessor: its launch bound in instances.h (8 for W <= 4,
+/// else 7; shared memory allows 9).
+fn bwd_cf_blocks_per_sm(width: i64) -> i64 {
+    if width <= 4 { 8 } else { 7 }
+}
+
+/// `bwd_cf` on rows a block covers whole (one chunk per row): several batch rows of one channel
+/// per block, one set of weights and one dweight/dbias partial for all of them. A block's setup
+/// and final reduction cost about one tile (H100 ncu of 4x5376x4096 bf16: 13 of 57 instructions
+/// per element, a fifth of the stall samples in the weights' loads, with 2 tiles per block), so
+/// G rows per block is chosen for the fewest wave-quantized (tiles + 1) per block slot, at most
+/// MAX_TILES_PER_BLOCK tiles. `CCV1D_BWD_ROWS` overrides it (tuning).
+fn bwd_cf_row_group(batch: i64, dim: i64, g: &MainGeom, tile: i64, slots: i64) -> i64 {
+    if g.n_chunks != 1 || batch <= 1 {
+        return 1;
+    }
+    let tiles = ceil_div(g.chunk, tile);
+    if let Some(v) = knob(Knob::BwdRows) {
+        return v.clamp(1, batch);
+    }
+    let mut best = (i64::MAX, 1);
+    for rows in 1..=batch.min(MAX_TILES_PER_BLOCK / tiles.max(1)).max(1) {
+        let blocks = ceil_div(batch, rows).saturating_mul(dim);
+        let cost = ceil_div(blocks, slots.max(1)).saturating_mul(rows * tiles + 1);
+        if cost < best.0 {
+            best = (cost, rows);
+        }
+    }
+    best.1
 }
 
 /// A 2-D grid holding `n` blocks (the kernels decode `blockIdx.y * gridDim.x + blockIdx.x` and
@@ -391,6 +427,7 @@ fn conv_params(inp: &ConvInputs) -> KParams {
     k.dw_dtype = DT_F32;
     k.db_dtype = DT_F32;
     k.hi_bytes = 4;
+    k.brows = 1;
     let mut f = 0;
     if let Some(b) = &inp.bias {
         k.bias = b.addr as u64;
@@ -462,6 +499,7 @@ fn main_params(p: &KParams, g: &MainGeom, vec: bool) -> KParams {
     k.n_chunks = g.n_chunks;
     k.n_ctiles = g.n_ctiles;
     k.n_blocks = g.n_blocks;
+    k.brows = g.brows as i32;
     if vec {
         k.flags |= F_VEC;
     }
@@ -564,7 +602,14 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
         let per_sm = cl_blocks_per_sm(true, inp.x.dtype, inp.width);
         return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, per_sm, dev).map(Some);
     }
-    main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev).map(Some)
+    let mut g = main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev)?;
+    if layout == Layout::ChannelFirst && short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype) == 0 {
+        let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
+        let tile = tile_tokens(layout, inp.x.dtype);
+        g.brows = bwd_cf_row_group(inp.batch, inp.dim, &g, tile, slots);
+        g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
+    }
+    Ok(Some(g))
 }
 
 /// Channel-last backward on the streaming kernel `ccv1d_bwd_cls_*` (simple rows: no seq_idx, no
@@ -581,9 +626,9 @@ fn bwd_streams(p: &BwdPlan) -> bool {
         && vec_ok(&p.dx, lay, dims)
 }
 
-/// Rows of fp32 partials in the workspace: one per (batch row, chunk).
+/// Rows of fp32 partials in the workspace: one per (group of brows batch rows, chunk).
 fn bwd_partials(p: &BwdPlan, g: &Option<MainGeom>) -> i64 {
-    g.map(|g| p.inp.batch * g.n_chunks).unwrap_or(0)
+    g.map(|g| ceil_div(p.inp.batch, g.brows) * g.n_chunks).unwrap_or(0)
 }
 
 /// One partial row (batch 1, one chunk): the main kernel stores dweight/dbias itself
@@ -826,14 +871,17 @@ enum Knob {
     StepRows,
     /// `CCV1D_CL_TILES`: CL_TT-token tiles per block of the streaming channel-last kernels.
     ClTiles,
+    /// `CCV1D_BWD_ROWS`: batch rows per block of `bwd_cf`.
+    BwdRows,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 2] = [OnceLock::new(), OnceLock::new()];
+    static VALUES: [OnceLock<Option<i64>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
+        Knob::BwdRows => "CCV1D_BWD_ROWS",
     };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= 1))
 }
@@ -863,7 +911,7 @@ mod tests {
 
     #[test]
     fn kparams_layout_matches_header() {
-        assert_eq!(std::mem::size_of::<KParams>(), 584);
+        assert_eq!(std::mem::size_of::<KParams>(), 592);
         assert_eq!(std::mem::align_of::<KParams>(), 8);
         assert_eq!(offset_of!(KParams, x), 0);
         assert_eq!(offset_of!(KParams, ws), 144);
@@ -876,8 +924,9 @@ mod tests {
         assert_eq!(offset_of!(KParams, n_partials), 544);
         assert_eq!(offset_of!(KParams, width), 552);
         assert_eq!(offset_of!(KParams, hi_bytes), 576);
+        assert_eq!(offset_of!(KParams, brows), 584);
         // the header asserts the same numbers on the device side
-        assert!(KPARAMS_H.contains("#define CCV_PARAMS_SIZE 584"));
+        assert!(KPARAMS_H.contains("#define CCV_PARAMS_SIZE 592"));
         for (name, off) in [("x_s", 152), ("batch", 464), ("chunk", 512), ("width", 552)] {
             assert!(KPARAMS_H.contains(&format!("offsetof(ccv_params, {name}) == {off}")), "{name}");
         }
@@ -1173,9 +1222,12 @@ mod tests {
                 let short = lay == 0 && params_of(&v[0]).rows_log2 > 0;
                 assert_eq!(short, lay == 0 && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
                 let tag = if lay == 0 { if short { "cfs" } else { "cf" } } else if d % 8 == 0 { "cls" } else { "cl" };
-                // batch 1 in one chunk: dweight/dbias stored by the main kernel, no reduce
-                let direct = b * params_of(&v[0]).n_chunks == 1;
-                assert_eq!(direct, b == 1);
+                // one partial row (batch 1 in one chunk, or every batch row in one bwd_cf
+                // block): dweight/dbias stored by the main kernel, no reduce
+                let km = params_of(&v[0]);
+                let direct = km.n_partials == 1;
+                assert_eq!(direct, b == 1 || (tag == "cf" && km.brows as i64 == b && km.n_chunks == 1));
+                assert!(km.brows >= 1 && (km.brows == 1 || tag == "cf"));
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}")];
                 if !direct {
                     want.push("ccv1d_bwd_reduce".to_string());
@@ -1187,10 +1239,11 @@ mod tests {
                 for l in &v {
                     check_grid(l);
                 }
-                let km = params_of(&v[0]);
-                assert_eq!(km.n_partials, b * km.n_chunks);
+                assert_eq!(km.n_partials, ceil_div(b, km.brows as i64) * km.n_chunks);
                 if short {
                     assert_eq!(km.n_blocks, ceil_div(b * d, 1 << km.rows_log2) * km.n_chunks);
+                } else if tag == "cf" {
+                    assert_eq!(km.n_blocks, ceil_div(b, km.brows as i64) * d * km.n_chunks);
                 }
                 if direct {
                     assert_eq!((bytes, km.ws, km.flags & F_DIRECT), (0, 0, F_DIRECT));
@@ -1210,6 +1263,15 @@ mod tests {
                 assert_eq!(bwd_workspace_bytes(&p, &dev), bytes);
                 assert_eq!(bwd_launches(&p, &dev, 0x8000_0000).unwrap()[0].params, v[0].params);
             }
+        }
+        // bwd_cf row groups (H100, 132 SMs): 4x5376x4096 bf16 W=4, 2 tiles per row and 8 blocks
+        // per SM: (waves, tiles + 1) = (21, 3), (11, 5), (6, 9) for 1, 2, 4 rows → 4, every
+        // row of a channel in one block (direct); f32, 4 tiles per row: (21, 5), (11, 9), (6, 17)
+        // → 2; short rows and long rows (several chunks) stay at one row
+        for (dt, b, d, l, rows) in [(DType::BF16, 4, 5376, 4096, 4), (DType::F32, 4, 5376, 4096, 2), (DType::BF16, 4, 256, 4096, 1), (DType::BF16, 8, 2048, 1024, 1), (DType::BF16, 2, 64, 1 << 20, 1)] {
+            let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+            let km = params_of(&bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0]);
+            assert_eq!(km.brows as i64, rows, "{dt:?} {b}x{d}x{l}");
         }
         // seq_idx or cu_seqlens keep channel-last on the tile kernel
         let mut p = bwd_plan(inputs(DType::BF16, 8, 2048, 1024, 4, cl(8, 2048, 1024)));

@@ -169,8 +169,9 @@
 // flight (more registers). Measured on the H100 (docs/perf.md, session 6), 4x5376x4096:
 // fwd_cl 16-bit: prefetch with U = 4 for W <= 4 (bf16 148.0 -> 138.5 us; U = 8 without it before)
 // and U = 8 above; f32: no prefetch (it cost 3 %). bwd_cls with SiLU: prefetch, U = 2 for
-// W = 3..5 (bf16 W = 4 321.8 -> 284.5 us, W = 5 416 -> 297) and 4 elsewhere (W = 6 453 -> 356);
-// without activation no prefetch (it cost 4 %).
+// W = 4 (bf16 321.8 -> 284.5 us) and 4 elsewhere (W = 6 453 -> 356; since the pointer-stepped
+// loads of session 7 also W = 3 and 5: 230.1 -> 211.0, 273.7 -> 251.9 against U = 2); without
+// activation no prefetch (it cost 4 %).
 #ifndef CCV_CL_AHEAD_f32
 #define CCV_CL_AHEAD_f32(W) 4
 #endif
@@ -187,7 +188,7 @@
 #define CCV_CL_AHEAD_bwd 4
 #endif
 #ifndef CCV_CL_AHEAD_bwd_silu
-#define CCV_CL_AHEAD_bwd_silu(W) ((W) >= 3 && (W) <= 5 ? 2 : 4)
+#define CCV_CL_AHEAD_bwd_silu(W) ((W) == 4 ? 2 : 4)
 #endif
 // channels per bwd_cls thread (4 or 2), per x element size: f32 with 2 (8-byte accesses, 96
 // registers at W = 4) ran 4x5376x4096 bwd in 0.449 ms against 0.533 with 4; bf16 with 4 in 0.370

@@ -1267,8 +1267,9 @@ mod tests {
         // bwd_cf row groups (H100, 132 SMs): 4x5376x4096 bf16 W=4, 2 tiles per row and 8 blocks
         // per SM: (waves, tiles + 1) = (21, 3), (11, 5), (6, 9) for 1, 2, 4 rows → 4, every
         // row of a channel in one block (direct); f32, 4 tiles per row: (21, 5), (11, 9), (6, 17)
-        // → 2; short rows and long rows (several chunks) stay at one row
-        for (dt, b, d, l, rows) in [(DType::BF16, 4, 5376, 4096, 4), (DType::F32, 4, 5376, 4096, 2), (DType::BF16, 4, 256, 4096, 1), (DType::BF16, 8, 2048, 1024, 1), (DType::BF16, 2, 64, 1 << 20, 1)] {
+        // → 2; 8x600x2048 (ccv1d test rows/grouped-bwd): 3 (groups of 3, 3, 2 rows); short rows
+        // and long rows (several chunks) stay at one row
+        for (dt, b, d, l, rows) in [(DType::BF16, 4, 5376, 4096, 4), (DType::F32, 4, 5376, 4096, 2), (DType::BF16, 4, 256, 4096, 1), (DType::BF16, 8, 600, 2048, 3), (DType::F32, 8, 600, 2048, 3), (DType::BF16, 8, 2048, 1024, 1), (DType::BF16, 2, 64, 1 << 20, 1)] {
             let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
             let km = params_of(&bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0]);
             assert_eq!(km.brows as i64, rows, "{dt:?} {b}x{d}x{l}");

@@ -271,6 +271,20 @@ fn feature_cases(out: &mut Vec<Case>) {
                 c.state_indices = Some(vec![2, -1, 0]);
                 states(c);
             });
+            // bwd_cf walks several batch rows of a channel per block where that saves waves
+            // (kernels.rs bwd_cf_row_group): on a 132-SM H100 this shape takes groups of 3, 3
+            // and 2 rows (3 partial rows); one row skipped.
+            if lay == Lay::Cf {
+                conv2(out, "rows/grouped-bwd", dt, lay, (8, 600, 2048, 4), |c, _| {
+                    c.silu = true;
+                    c.bias = Some(c.xdt);
+                    c.dbias = Some(DType::F32);
+                    c.slots = 8;
+                    c.num_state_slots = 8;
+                    c.state_indices = Some(vec![0, 1, 2, -1, 4, 5, 6, 7]);
+                    states(c);
+                });
+            }
             // Packed: lengths 3, 0, 37, 1, 159; a pool of 8 slots, one sequence skipped.
             let cu = vec![0, 3, 3, 40, 41, 200];
             let cu2 = cu.clone();

@@ -55,9 +55,12 @@
 // cl_blocks_per_sm assumes these);
 // bwd_cf: 8 (64) for W <= 4, 7 (72) above (W = 8 spills 8 bytes; against 6 blocks every W = 5-8
 // row was 4-7 % faster, f32 and bf16); bwd_cfs: 5 (its least without spills);
-// f32 bwd_cls: 5 (96) for W <= 4, 4 (128) above (W = 6-8 6-19 % faster than ptxas's choice);
-// 16-bit bwd_cls: 4 (128) for W <= 3 (bf16 W = 3 354.8 -> 275.4 us), 3 (168, 24 bytes spilled)
-// for W = 5 (487.7 -> 408.1), else 1 (W = 4: 4 was 5 % slower; W >= 6 spill heavily at 3) —
+// f32 bwd_cls: 5 (96) for W <= 4, 4 (128) for W = 5-7 (W = 6-8 6-19 % faster than ptxas's
+// choice), 3 (170: 162 used, no spills) for W = 8 (4x5376x4096 486.5 -> 401.9 us; 200 bytes
+// spilled at 4);
+// 16-bit bwd_cls: 4 (128) for W <= 3 (bf16 W = 3 354.8 -> 275.4 us), 3 (168) for W = 5 (487.7
+// -> 408.1; with session 7's U = 4 both spill, 96 and 128 bytes, and still ran 8 % faster than
+// U = 2 without), else 1 (W = 4: 4 was 5 % slower; W >= 6 spill heavily at 3) —
 // 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
@@ -118,7 +121,7 @@
 #define CCV_LB_bwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 5)
 #endif
 #ifndef CCV_LB_bwd_cls_f32
-#define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 4 ? 5 : 4)
+#define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 4 ? 5 : (W) <= 7 ? 4 : 3)
 #endif
 #ifndef CCV_LB_bwd_cls_f16
 #define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 3 ? 4 : (W) == 5 ? 3 : 1)

@@ -356,9 +356,9 @@ pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64,
 
 /// Resident blocks per multiprocessor of the streaming channel-last kernels, for their
 /// geometry: the forward's launch bounds (6 for W <= 4, else 4); the backward's f32 ones (5, else
-/// 4); 16-bit backward: its launch bound for W <= 3 (4), its registers for W = 4 and W >= 6
-/// (ptxas, sm_90: 152 and 172-240, 128 threads per block), and 2 for W = 5, the value its bound
-/// of 3 was measured with.
+/// 4; W = 8 is bound to 3 but was measured with the chunks of 4); 16-bit backward: its launch
+/// bound for W <= 3 (4), its registers for W = 4 and W >= 6 (ptxas, sm_90: 168 and 238-255, 128
+/// threads per block), and 2 for W = 5, the value its bound of 3 was measured with.
 fn cl_blocks_per_sm(backward: bool, dt: DType, width: i64) -> i64 {
     match (backward, dt) {
         (false, _) => if width <= 4 { 6 } else { 4 },

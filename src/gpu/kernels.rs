@@ -271,7 +271,7 @@ pub struct MainGeom {
     pub n_chunks: i64,
     pub n_ctiles: i64,
     pub n_blocks: i64,
-    /// Batch rows per block (`bwd_cf`: `bwd_cf_row_groups`), 1 elsewhere.
+    /// Batch rows per block (`bwd_cf`: `bwd_cf_row_group`), 1 elsewhere.
     pub brows: i64,
 }
 
@@ -631,8 +631,9 @@ fn bwd_partials(p: &BwdPlan, g: &Option<MainGeom>) -> i64 {
     g.map(|g| ceil_div(p.inp.batch, g.brows) * g.n_chunks).unwrap_or(0)
 }
 
-/// One partial row (batch 1, one chunk): the main kernel stores dweight/dbias itself
-/// (`CCV_F_DIRECT`), with no workspace and no reduce launch (a launch is ~2 µs of a small call).
+/// One partial row (batch 1 or every batch row in one `bwd_cf` block, one chunk): the main kernel
+/// stores dweight/dbias itself (`CCV_F_DIRECT`), with no workspace and no reduce launch (a launch
+/// is ~2 µs of a small call).
 fn bwd_direct(n_partials: i64) -> bool {
     n_partials == 1
 }

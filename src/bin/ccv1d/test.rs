@@ -176,7 +176,7 @@ fn upd(
 /// bwd. 003's big shapes (4.2M–16.8M elements per tensor), unless `full`: forward in every dtype
 /// in the report's layout (channel-first) plus f32 channel-last; backward in f32 channel-first
 /// (all six), plus f32 channel-last and bf16 channel-first for Long Sequence and Wide Channel
-/// without SiLU: 463 cases in about 20 s on 2 cores; `--full` (every combination) about 75 s.
+/// without SiLU: 481 cases in about 20 s on 2 cores; `--full` (every combination) about 75 s.
 fn seed_cases(out: &mut Vec<Case>, full: bool) {
     for sd in SEED_000 {
         for dt in DTYPES {

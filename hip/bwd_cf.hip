@@ -1,5 +1,5 @@
-// Backward, channel-first. Block = (batch row b, channel d, chunk); it walks its chunk tile by
-// tile (same tiles as fwd_cf). Per tile:
+// Backward, channel-first. Block = (group of batch rows, channel d, chunk); it walks its chunk of
+// each row tile by tile (same tiles as fwd_cf). Per tile:
 //   1. x over [t0-KP, t0+TILE+KP) into shared memory (16-byte loads; halos too inside simple rows),
 //      dout of the own vectors into registers;
 //   2. g(t) = dout * act'(pre(t)) for the own tokens (pre recomputed from x) and for the K tokens
@@ -99,7 +99,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
           float v[V];
           ldv<T>(side == 2 ? P.dout : P.x, (side == 2 ? yrow : xrow) + p, v);
           const int i0 = side == 0 ? m : side == 1 ? KP + tiler + m : tiler + m;  // float index in its row
-  #pragma unroll
+#pragma unroll
           for (int e = 0; e < V; e += 4) {
             const float4 q = make_float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
             if (side == 2) gr4[gq((i0 + e) / 4)] = q; else xr4[xq((i0 + e) / 4)] = q;
@@ -116,11 +116,11 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
         const int64_t q = t0 + tiler + tid;
         gb[gf(tiler + tid)] = q < L ? ldf<T>(P.dout, yrow + q * ys) : 0.f;
       }
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < IT; ++j) {
         float xv[V];
         Tr<T>::unpack(raw[0][j], xv);
-  #pragma unroll
+#pragma unroll
         for (int m = 0; m < V; m += 4) xr4[xq((KP + (j * ntr + tid) * V + m) / 4)] = make_float4(xv[m], xv[m + 1], xv[m + 2], xv[m + 3]);
       }
       __syncthreads();
@@ -131,20 +131,20 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
       auto grads = [&](int64_t v, float* gv, auto act) {
         if (decltype(act)::value) {
           float win[HV + V];
-  #pragma unroll
+#pragma unroll
           for (int m = 0; m < HV + V; m += 4) {
             float4 q = xr4[xq((KP + v * V - HV + m) / 4)];
             win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
           }
-  #pragma unroll
+#pragma unroll
           for (int e = 0; e < V; ++e) {
             float z = bias;
-  #pragma unroll
+#pragma unroll
             for (int k = 0; k < W; ++k) z += w[k] * win[HV - K + e + k];
             gv[e] = act_grad(z, gv[e], true);
           }
         }
-  #pragma unroll
+#pragma unroll
         for (int m = 0; m < V; m += 4) gr4[gq((v * V + m) / 4)] = make_float4(gv[m], gv[m + 1], gv[m + 2], gv[m + 3]);
       };
       // An interior tile of a live simple row (not a skipped slot) on the vector path: every vector
@@ -153,7 +153,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
       const bool lean = rc.simple && row_ok && vec && t0 + tiler <= L;
       if (lean) {
         auto run = [&](auto act) {
-  #pragma unroll
+#pragma unroll
           for (int j = 0; j < IT; ++j) {
             float gv[V];
             Tr<T>::unpack(raw[1][j], gv);
@@ -162,7 +162,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
         };
         if (silu) run(BoolC<true>()); else run(BoolC<false>());
       } else {
-  #pragma unroll
+#pragma unroll
         for (int j = 0; j < IT; ++j) {
           const int64_t v = j * ntr + tid, tv = t0 + v * V;
           float gv[V];
@@ -192,11 +192,11 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
         }
       }
       if (slow) {  // generic path, straight into shared memory (one call site: small code)
-  #pragma unroll 1
+#pragma unroll 1
         for (int j = 0; j < IT; ++j) {
           if (!(slow & (1u << j))) continue;
           const int64_t v = j * ntr + tid, tv = t0 + v * V;
-  #pragma unroll 1
+#pragma unroll 1
           for (int e = 0; e < V; ++e) gb[gf(v * V + e)] = tv + e < L ? grad_generic<T, W>(P, b, d, tv + e, wa, bias) : 0.f;
         }
       }
@@ -207,7 +207,7 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
           if (rc.simple) {
             if (row_ok) {
               float z = bias;
-  #pragma unroll
+#pragma unroll
               for (int k = 0; k < W; ++k) z += w[k] * xb[xf(KP + tiler + tid - K + k)];
               gh = act_grad(z, gb[gf(tiler + tid)], silu);
             }
@@ -220,63 +220,63 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
       __syncthreads();
 
       // ---- 3. dx and dweight/dbias partials
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < IT; ++j) {
         const int64_t v = j * ntr + tid, tv = t0 + v * V;
         if (!lean && (tv >= L || (slow & (1u << j)))) continue;
         float gw[HG], win[HV + V], o[V];
-  #pragma unroll
+#pragma unroll
         for (int m = 0; m < HG; m += 4) {
           float4 q = gr4[gq((v * V + m) / 4)];
           gw[m] = q.x; gw[m + 1] = q.y; gw[m + 2] = q.z; gw[m + 3] = q.w;
         }
-  #pragma unroll
+#pragma unroll
         for (int e = 0; e < V; ++e) {
           float acc = 0.f;
-  #pragma unroll
+#pragma unroll
           for (int k = 0; k < W; ++k) acc += w[k] * gw[e + K - k];
           o[e] = acc;
         }
         if ((f & CCV_F_DFINAL) && tv + V > L - K) {  // simple rows only reach here near the end
-  #pragma unroll
+#pragma unroll
           for (int e = 0; e < V; ++e) o[e] += row_dfinal<T>(P, rc, d, tv + e, K);
         }
         if (lean || (vec && tv + V <= L)) {
           stv<T>(P.dx, drow + tv, o);
         } else {
-  #pragma unroll
+#pragma unroll
           for (int e = 0; e < V; ++e)
             if (tv + e < L) stf<T>(P.dx, drow + (tv + e) * ds, o[e]);
         }
-  #pragma unroll
+#pragma unroll
         for (int m = 0; m < HV + V; m += 4) {
           float4 q = xr4[xq((KP + v * V - HV + m) / 4)];
           win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
         }
-  #pragma unroll
+#pragma unroll
         for (int e = 0; e < V; ++e) {  // gw[e] = g of the vector's own token e
           db += gw[e];
-  #pragma unroll
+#pragma unroll
           for (int k = 0; k < W; ++k) dw[k] += gw[e] * win[HV - K + e + k];
         }
       }
       if (slow) {
-  #pragma unroll 1
+#pragma unroll 1
         for (int j = 0; j < IT; ++j) {
           if (!(slow & (1u << j))) continue;
           const int64_t tv = t0 + (j * ntr + tid) * V;
-  #pragma unroll 1
+#pragma unroll 1
           for (int e = 0; e < V && tv + e < L; ++e) {
             const int64_t p = tv + e;
             WArr<W> gn;  // g at p .. p+K (< t0 + tile + KP)
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < W; ++i) gn.w[i] = gb[gf(p - t0 + i)];
             stf<T>(P.dx, drow + p * ds, dx_generic<T, W>(P, b, d, p, wa, gn));
             // No skip of g == 0: 0 * inf taps must give NaN as in the oracle (padding adds no term:
             // taps_generic answers 0 for it, and its g is 0).
             const float gp = gb[gf(p - t0)];
             const WArr<W> tp = taps_generic<T, W>(P, b, d, p);
-  #pragma unroll
+#pragma unroll
             for (int k = 0; k < W; ++k) dw[k] += gp * tp.w[k];
             db += gp;
           }

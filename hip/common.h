@@ -152,6 +152,7 @@ CCV_DEV float bits_to_f(uint32_t u, int dt) {
 }
 template <int W> CCV_DEV void load_weights(const ccv_params& P, int64_t d, float* w, float& bias) {
   uint32_t u[W + 1];
+  // (ld_bits_dt written out: calling it here changed bwd_cf's SASS, a version not timed)
   const bool f32w = P.w_dtype == CCV_DT_F32;
 #pragma unroll
   for (int k = 0; k < W; ++k) {

@@ -14,6 +14,118 @@
 // ws[(bg*n_chunks + chunk), d, 0..W]; bwd_reduce (misc.hip) adds the partials in a fixed order.
 #include "instances.h"
 
+// Warp tiles (CCV_BWD_CF_WARP): a lean tile (inside a live simple row, vector path) without
+// shared memory or barriers. Warp wid owns IT*WS consecutive vectors of the tile (lane `lane`
+// vector j at (wid*IT + j)*WS + lane); the K x values before a vector and the K g values after it
+// come from neighbouring lanes by shuffles (lane 0 of vector j reads lane WS-1 of vector j-1), and
+// at the warp's span edges from the lanes' own loads: x before the span (initial state / 0 before
+// the row start), g of the K tokens after it recomputed from x and dout (0 past L).
+template <typename T, int W, int IT>
+CCV_DEV void bwd_cf_warp_tile(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t yrow,
+                              int64_t drow, int64_t t0, const float* w, float bias, bool silu, float* dw, float& db) {
+  constexpr int K = W - 1, KA = K > 0 ? K : 1, V = Tr<T>::V, WS = CCV_WARP, SPAN = IT * WS * V;  // SPAN: tokens per warp
+  const int lane = threadIdx.x % WS, wid = threadIdx.x / WS;
+  const int64_t L = P.seqlen, s0 = t0 + (int64_t)wid * SPAN;
+  ccv_vec16 rx[IT], ry[IT];
+#pragma unroll
+  for (int j = 0; j < IT; ++j) {
+    const int64_t tv = s0 + (int64_t)(j * WS + lane) * V;
+    rx[j] = ccv_ld16((const T*)P.x + xrow + tv);
+    ry[j] = ccv_ld16((const T*)P.dout + yrow + tv);
+  }
+  // span edges. Left: x at span offset lane*V + k - K < 0 (lanes with lane*V < K). Right: g at
+  // span offset SPAN + m, m = lane*V + V + k - WS*V in [0, K) (lanes with (WS-1-lane)*V < K).
+  float hl[KA], hr[KA];
+#pragma unroll
+  for (int k = 0; k < K; ++k) hl[k] = hr[k] = 0.f;
+  if (lane * V < K) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t p = s0 + lane * V + k - K;
+      if (p < s0) hl[k] = p >= 0 ? ldf<T>(P.x, xrow + p) : row_halo<T>(P, rc, d, p, K);
+    }
+  } else if ((WS - 1 - lane) * V < K) {
+    float xh[2 * KA], yh[KA], hg[KA];  // x at [e-K, e+K), dout and g at [e, e+K), e = span end
+    const int64_t e = s0 + SPAN;
+#pragma unroll
+    for (int i = 0; i < 2 * K; ++i) xh[i] = e - K + i < L ? ldf<T>(P.x, xrow + e - K + i) : 0.f;
+#pragma unroll
+    for (int i = 0; i < K; ++i) yh[i] = e + i < L ? ldf<T>(P.dout, yrow + e + i) : 0.f;
+#pragma unroll
+    for (int m = 0; m < K; ++m) {
+      float z = bias;
+#pragma unroll
+      for (int i = 0; i < W; ++i) z += w[i] * xh[m + i];
+      hg[m] = e + m < L ? act_grad(z, yh[m], silu) : 0.f;
+    }
+    const int c = (WS - 1 - lane) * V;  // hr[k] = hg[k - c] (constant indices: no local memory)
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int cc = 0; cc <= k; cc += V)
+        if (c == cc) hr[k] = hg[k - cc];
+  }
+  // A: g of the own tokens, dweight/dbias partials
+  float g[IT][V], wrap[KA];
+  auto phase_a = [&](auto act) {
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      float xw[K + V], dy[V];  // x at [tv-K, tv+V)
+      Tr<T>::unpack(rx[j], xw + K);
+      Tr<T>::unpack(ry[j], dy);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {  // span offset o = k - K from the vector: lane + dl, element e
+        const int o = k - K, dl = (o - (V - 1)) / V, e = o - dl * V;  // dl = floor(o / V) < 0
+        const float a = ccv_shfl(xw[K + e], (lane + dl) & (WS - 1));
+        xw[k] = lane + dl >= 0 ? a : (j == 0 ? hl[k] : wrap[k]);
+        wrap[k] = a;
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        float gv = dy[e];
+        if (decltype(act)::value) {
+          float z = bias;
+#pragma unroll
+          for (int k = 0; k < W; ++k) z += w[k] * xw[e + k];
+          gv = act_grad(z, gv, true);
+        }
+        g[j][e] = gv;
+        db += gv;
+#pragma unroll
+        for (int k = 0; k < W; ++k) dw[k] += gv * xw[e + k];
+      }
+    }
+  };
+  if (silu) phase_a(BoolC<true>()); else phase_a(BoolC<false>());
+  // B: dx, vectors in reverse order (lanes at the span's right edge of vector j read vector j+1)
+#pragma unroll
+  for (int j = IT - 1; j >= 0; --j) {
+    float gw[V + K], o[V];  // g at [tv, tv+V+K)
+#pragma unroll
+    for (int e = 0; e < V; ++e) gw[e] = g[j][e];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int dl = (V + k) / V, e = (V + k) % V;
+      const float a = ccv_shfl(g[j][e], (lane + dl) & (WS - 1));
+      gw[V + k] = lane + dl < WS ? a : (j == IT - 1 ? hr[k] : wrap[k]);
+      wrap[k] = a;
+    }
+    const int64_t tv = s0 + (int64_t)(j * WS + lane) * V;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      float acc = 0.f;
+#pragma unroll
+      for (int k = 0; k < W; ++k) acc += w[k] * gw[e + K - k];
+      o[e] = acc;
+    }
+    if ((P.flags & CCV_F_DFINAL) && tv + V > L - K) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) o[e] += row_dfinal<T>(P, rc, d, tv + e, K);
+    }
+    stv<T>(P.dx, drow + tv, o);
+  }
+}
+
 // SHORT = false: ccv1d_bwd_cf_*; true: ccv1d_bwd_cfs_* (rows shorter than half a tile, one chunk
 // each): the block is 2^r sub-blocks (r = P.rows_log2) of NT >> r threads, each one (b, d) row
 // with its own part of the shared tiles, as in fwd_cfs; the partials are summed per sub-block.
@@ -78,6 +190,11 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
     const RowCtx rc = row_ctx(P, b);
     const bool row_ok = rc.g.valid;
     for (int64_t t0 = cbeg; t0 < cend; t0 += tiler) {
+      if ((sizeof(T) == 4 ? CCV_BWD_CF_WARP_f32(W) : CCV_BWD_CF_WARP_16(W)) && !SHORT && rc.simple && row_ok && vec && t0 + tiler <= L) {  // block-uniform
+        if (gi == 0 && t0 == cbeg) load_weights<W>(P, d, wa.w, bias);
+        bwd_cf_warp_tile<T, W, IT>(P, rc, d, xrow, yrow, drow, t0, w, bias, silu, dw, db);
+        continue;
+      }
       // ---- 1. loads: x to shared memory in fp32; dout stays raw in registers until step 2 (steps
       // 2 and 3 read x and g back from shared memory: fewer live registers, more blocks per SM)
       ccv_vec16 raw[2][IT];

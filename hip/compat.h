@@ -2,8 +2,8 @@
 //
 // Kernels are written in HIP spelling (threadIdx, blockIdx, __syncthreads, __global__, __shared__,
 // __device__, __forceinline__, __launch_bounds__ exist under both compilers) plus the small neutral
-// vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_f16/ccv_bf16 storage types and their fp32
-// conversions (round-to-nearest-even), ccv_vec16 (a 16-byte vector), ccv_ld16/ccv_st16 and
+// vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_shfl (value of lane src), ccv_f16/ccv_bf16
+// storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte vector), ccv_ld16/ccv_st16 and
 // ccv_ld8/ccv_st8 (global vector accesses), CCV_EXTERN_KERNEL.
 #pragma once
 
@@ -19,6 +19,7 @@
 #define CCV_WARP 64                        // host pass only: never used for device code
 #endif
 __device__ __forceinline__ float ccv_shfl_xor(float v, int m) { return __shfl_xor(v, m, CCV_WARP); }
+__device__ __forceinline__ float ccv_shfl(float v, int src) { return __shfl(v, src, CCV_WARP); }
 __device__ __forceinline__ uint32_t ccv_f2u(float f) { return __builtin_bit_cast(uint32_t, f); }
 __device__ __forceinline__ float ccv_u2f(uint32_t u) { return __builtin_bit_cast(float, u); }
 __device__ __forceinline__ float ccv_h2f(uint16_t h) { return (float)__builtin_bit_cast(_Float16, h); }
@@ -38,6 +39,7 @@ typedef uint4 ccv_vec16;
 #include <cuda_bf16.h>
 #define CCV_WARP 32
 __device__ __forceinline__ float ccv_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ __forceinline__ float ccv_shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 __device__ __forceinline__ uint32_t ccv_f2u(float f) { return __float_as_uint(f); }
 __device__ __forceinline__ float ccv_u2f(uint32_t u) { return __uint_as_float(u); }
 __device__ __forceinline__ float ccv_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }

@@ -203,6 +203,18 @@
 #define CCV_CL_BWD_CV_16 4
 #endif
 
+// bwd_cf warp tiles (bwd_cf.hip: lean tiles without shared memory or barriers), per x element
+// size and width W. H100, 4x5376x4096 bwd (us, warp tiles against the shared-memory tiles):
+// bf16 W=4 196.3 / 220.9, f32 363.5 / 371.6, bf16 W=6 228.0 / 231.8, f32 W=7 371.2 / 384.4;
+// slower at bf16 W=7 263.8 / 251.2, W=8 325.6 / 269.0 and f32 W=8 437.3 / 411.1 (80 or 96
+// registers did not help: docs/perf.md, session 8).
+#ifndef CCV_BWD_CF_WARP_f32
+#define CCV_BWD_CF_WARP_f32(W) ((W) <= 7)
+#endif
+#ifndef CCV_BWD_CF_WARP_16
+#define CCV_BWD_CF_WARP_16(W) ((W) <= 6)
+#endif
+
 // Staged decode step (step_body in misc.hip): shared-memory bytes and the most batch rows
 // per block. kernels.rs mirrors both (UPD_SMEM, UPD_ROWS).
 #define CCV_UPD_SMEM 12288

@@ -176,7 +176,7 @@ fn upd(
 /// bwd. 003's big shapes (4.2M–16.8M elements per tensor), unless `full`: forward in every dtype
 /// in the report's layout (channel-first) plus f32 channel-last; backward in f32 channel-first
 /// (all six), plus f32 channel-last and bf16 channel-first for Long Sequence and Wide Channel
-/// without SiLU: 481 cases in about 20 s on 2 cores; `--full` (every combination) about 75 s.
+/// without SiLU: 529 cases in about 23 s on 2 cores; `--full` (every combination) about 75 s.
 fn seed_cases(out: &mut Vec<Case>, full: bool) {
     for sd in SEED_000 {
         for dt in DTYPES {
@@ -245,6 +245,16 @@ fn feature_cases(out: &mut Vec<Case>) {
         for lay in BOTH {
             for w in 1..=8 {
                 conv2(out, &format!("width/w{w}"), dt, lay, (2, 24, 333, w), move |c, _| c.silu = w % 2 == 0);
+            }
+            // Rows of whole tiles (4096 = 2 x 2048 16-bit, 4 x 1024 f32): bwd_cf's warp tiles
+            // at every width, with the initial state before the first and dfinal in the last.
+            if lay == Lay::Cf {
+                for w in 1..=8 {
+                    conv2(out, &format!("width/w{w}-whole-tiles"), dt, lay, (1, 6, 4096, w), move |c, _| {
+                        c.silu = w % 2 == 1;
+                        states(c);
+                    });
+                }
             }
             conv2(out, "seq_idx/padding+states", dt, lay, (2, 20, 257, 4), |c, _| {
                 c.silu = true;

@@ -3,8 +3,8 @@
 // Kernels are written in HIP spelling (threadIdx, blockIdx, __syncthreads, __global__, __shared__,
 // __device__, __forceinline__, __launch_bounds__ exist under both compilers) plus the small neutral
 // vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_shfl (value of lane src), ccv_f16/ccv_bf16
-// storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte vector), ccv_ld16/ccv_st16 and
-// ccv_ld8/ccv_st8 (global vector accesses), CCV_EXTERN_KERNEL.
+// storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
+// vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses), CCV_EXTERN_KERNEL.
 #pragma once
 
 #include <stdint.h>

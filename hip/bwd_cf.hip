@@ -12,20 +12,34 @@
 // A block walks P.brows consecutive batch rows (group bg) of one channel, the same chunk of each.
 // At the end the block's partials (W+1 floats) are summed in a fixed order and written to
 // ws[(bg*n_chunks + chunk), d, 0..W]; bwd_reduce (misc.hip) adds the partials in a fixed order.
+// Simple rows on the vector path take ccv1d_bwd_cfw_* instead (bottom of this file): warp spans
+// with the neighbours' values from shuffles, no shared memory and no barriers (kernels.rs picks
+// it where it was measured faster).
 #include "instances.h"
 
-// Warp tiles (CCV_BWD_CF_WARP): a lean tile (inside a live simple row, vector path) without
-// shared memory or barriers. Warp wid owns IT*WS consecutive vectors of the tile (lane `lane`
-// vector j at (wid*IT + j)*WS + lane); the K x values before a vector and the K g values after it
-// come from neighbouring lanes by shuffles (lane 0 of vector j reads lane WS-1 of vector j-1), and
-// at the warp's span edges from the lanes' own loads: x before the span (initial state / 0 before
-// the row start), g of the K tokens after it recomputed from x and dout (0 past L).
-template <typename T, int W, int IT>
-CCV_DEV void bwd_cf_warp_tile(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t yrow,
-                              int64_t drow, int64_t t0, const float* w, float bias, bool silu, float* dw, float& db) {
-  constexpr int K = W - 1, KA = K > 0 ? K : 1, V = Tr<T>::V, WS = CCV_WARP, SPAN = IT * WS * V;  // SPAN: tokens per warp
-  const int lane = threadIdx.x % WS, wid = threadIdx.x / WS;
-  const int64_t L = P.seqlen, s0 = t0 + (int64_t)wid * SPAN;
+// One warp's span of a simple row: IT*WS consecutive 16-byte vectors from token s0 (lane `lane`
+// vector j at s0 + (j*WS + lane)*V), no shared memory, no barriers. The K x values before a vector
+// and the K g values after it come from neighbouring lanes by shuffles (lane 0 of vector j reads
+// lane WS-1 of vector j-1), and at the span's edges from the lanes' own loads: x before the span
+// (initial state / 0 before the row start), g of the K tokens after it recomputed from x and
+// dout (0 past L). The span lies inside the row; vectors before `lo` belong to the span before
+// (a row's last span is moved back to end at L): they store no dx and add no dweight/dbias. A
+// skipped row (no live sequence) gets dx = 0.
+template <typename T, int W, int IT, bool RAGGED>
+CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t yrow,
+                              int64_t drow, int64_t s0, int64_t lo, int lane, const float* w, float bias, bool silu,
+                              float* dw, float& db) {
+  constexpr int K = W - 1, KA = K > 0 ? K : 1, V = Tr<T>::V, WS = CCV_WARP, SPAN = IT * WS * V;
+  const int64_t L = P.seqlen;
+  if (!rc.g.valid) {
+    const float z[V] = {};
+#pragma unroll
+    for (int j = 0; j < IT; ++j) {
+      const int64_t tv = s0 + (int64_t)(j * WS + lane) * V;
+      if (!RAGGED || tv >= lo) stv<T>(P.dx, drow + tv, z);
+    }
+    return;
+  }
   ccv_vec16 rx[IT], ry[IT];
 #pragma unroll
   for (int j = 0; j < IT; ++j) {
@@ -90,9 +104,19 @@ CCV_DEV void bwd_cf_warp_tile(const ccv_params& P, const RowCtx& rc, int64_t d, 
           gv = act_grad(z, gv, true);
         }
         g[j][e] = gv;
-        db += gv;
+      }
+      {  // (selects, not a branch: a branch here cost registers and spills)
+        const bool own = !RAGGED || s0 + (int64_t)(j * WS + lane) * V >= lo;
+        float xm[K + V];
 #pragma unroll
-        for (int k = 0; k < W; ++k) dw[k] += gv * xw[e + k];
+        for (int i = 0; i < K + V; ++i) xm[i] = own ? xw[i] : 0.f;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float gm = own ? g[j][e] : 0.f;
+          db += gm;
+#pragma unroll
+          for (int k = 0; k < W; ++k) dw[k] += gm * xm[e + k];
+        }
       }
     }
   };
@@ -122,7 +146,7 @@ CCV_DEV void bwd_cf_warp_tile(const ccv_params& P, const RowCtx& rc, int64_t d, 
 #pragma unroll
       for (int e = 0; e < V; ++e) o[e] += row_dfinal<T>(P, rc, d, tv + e, K);
     }
-    stv<T>(P.dx, drow + tv, o);
+    if (!RAGGED || tv >= lo) stv<T>(P.dx, drow + tv, o);
   }
 }
 
@@ -190,11 +214,6 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
     const RowCtx rc = row_ctx(P, b);
     const bool row_ok = rc.g.valid;
     for (int64_t t0 = cbeg; t0 < cend; t0 += tiler) {
-      if ((sizeof(T) == 4 ? CCV_BWD_CF_WARP_f32(W) : CCV_BWD_CF_WARP_16(W)) && !SHORT && rc.simple && row_ok && vec && t0 + tiler <= L) {  // block-uniform
-        if (gi == 0 && t0 == cbeg) load_weights<W>(P, d, wa.w, bias);
-        bwd_cf_warp_tile<T, W, IT>(P, rc, d, xrow, yrow, drow, t0, w, bias, silu, dw, db);
-        continue;
-      }
       // ---- 1. loads: x to shared memory in fp32; dout stays raw in registers until step 2 (steps
       // 2 and 3 read x and g back from shared memory: fewer live registers, more blocks per SM)
       ccv_vec16 raw[2][IT];
@@ -441,5 +460,60 @@ CCV_DEV void bwd_cf_body(const ccv_params& P) { bwd_cf_rows<T, W, false>(P); }
 template <typename T, int W>
 CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 
+// ccv1d_bwd_cfw_*: the backward of simple rows (rows mode, no seq_idx) on the vector path with
+// L % V == 0 and L >= SPAN, in warp spans only (kernels.rs picks it where it was measured faster than bwd_cf:
+// bwd_cf_warp). A block covers channel d, batch rows [bg*G, bg*G + G) and one chunk; its work is
+// the G x (chunk / SPAN) spans, taken by its warps in turn (warp wid: spans wid, wid + NW, ...), so
+// short rows fill a block with several rows. One weight load and one dweight/dbias partial per
+// block, stored as in bwd_cf.
+template <typename T, int W>
+CCV_DEV void bwd_cfw_body(const ccv_params& P) {
+  constexpr int V = Tr<T>::V, NT = CCV_NT_bwd_cfw, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;
+  constexpr int SPAN = IT * WS * V;
+  __shared__ float red[NW * (W + 1)];
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const int lane = threadIdx.x % WS, wid = threadIdx.x / WS;
+  const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
+  const int64_t chunk = blk % nch;
+  const uint32_t rd = blk / nch;
+  const int64_t d = rd % dm, bg = rd / dm;
+  const int G = max(P.brows, 1);
+  const int64_t L = P.seqlen, cbeg = chunk * P.chunk, cend = min(L, cbeg + P.chunk);
+  WArr<W> wa;
+  float bias;
+  load_weights<W>(P, d, wa.w, bias);
+  float dw[W], db = 0.f;
+#pragma unroll
+  for (int k = 0; k < W; ++k) dw[k] = 0.f;
+  const bool silu = P.flags & CCV_F_SILU;
+  const int nsp = (int)((cend - cbeg + SPAN - 1) / SPAN);      // spans per row (kernels.rs: < 2^31)
+  const int rows = (int)min((int64_t)G, P.batch - bg * G);     // >= 1
+  // RAGGED (L % SPAN != 0): a row's last span ends at L and owns only its tokens from `lo` on;
+  // a separate instance of the loop, so whole spans carry no ownership tests
+  auto walk = [&](auto ragged) {
+    for (int u = wid; u < rows * nsp; u += NW) {
+      const int gi = u / nsp;
+      const int64_t b = bg * G + gi, lo = cbeg + (int64_t)(u - gi * nsp) * SPAN;
+      const RowCtx rc = row_ctx(P, b);
+      const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], yrow = b * P.dout_s[0] + d * P.dout_s[1];
+      const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1];
+      bwd_cf_warp_span<T, W, IT, decltype(ragged)::value>(P, rc, d, xrow, yrow, drow, min(lo, L - SPAN), lo, lane, wa.w,
+                                                          bias, silu, dw, db);
+    }
+  };
+  if (L % SPAN == 0) walk(BoolC<false>()); else walk(BoolC<true>());
+  float part[W + 1], tot[W + 1];
+#pragma unroll
+  for (int k = 0; k < W; ++k) part[k] = dw[k];
+  part[W] = db;
+  block_sum<W + 1, NT>(part, red, tot);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 0; k <= W; ++k) put_partial<W>(P, bg * P.n_chunks + chunk, d, k, tot[k]);
+  }
+}
+
 CCV_INSTANTIATE_W(bwd_cf)
 CCV_INSTANTIATE_W(bwd_cfs)
+CCV_INSTANTIATE_W(bwd_cfw)

@@ -1,13 +1,13 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
-//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cfs, bwd_cl,
+//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cl, bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), update, step (staged decode step), stepv (decode step in registers)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs fwd_cl.hip: fwd_cl
-//   bwd_cf.hip: bwd_cf, bwd_cfs bwd_cl.hip: bwd_cl, bwd_cls
+//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
@@ -38,6 +38,7 @@
 #define CCV_NT_fwd_cl 128
 #define CCV_NT_bwd_cf 128
 #define CCV_NT_bwd_cfs 128
+#define CCV_NT_bwd_cfw 128
 #define CCV_NT_bwd_cl 128
 #define CCV_NT_bwd_cls 128
 #define CCV_NT_update 128
@@ -110,6 +111,15 @@
 #endif
 #ifndef CCV_LB_bwd_cfs_bf16
 #define CCV_LB_bwd_cfs_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfs, 5)
+#endif
+#ifndef CCV_LB_bwd_cfw_f32
+#define CCV_LB_bwd_cfw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
+#endif
+#ifndef CCV_LB_bwd_cfw_f16
+#define CCV_LB_bwd_cfw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
+#endif
+#ifndef CCV_LB_bwd_cfw_bf16
+#define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
 #endif
 #ifndef CCV_LB_bwd_cl_f32
 #define CCV_LB_bwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
@@ -201,18 +211,6 @@
 #endif
 #ifndef CCV_CL_BWD_CV_16
 #define CCV_CL_BWD_CV_16 4
-#endif
-
-// bwd_cf warp tiles (bwd_cf.hip: lean tiles without shared memory or barriers), per x element
-// size and width W. H100, 4x5376x4096 bwd (us, warp tiles against the shared-memory tiles):
-// bf16 W=4 196.3 / 220.9, f32 363.5 / 371.6, bf16 W=6 228.0 / 231.8, f32 W=7 371.2 / 384.4;
-// slower at bf16 W=7 263.8 / 251.2, W=8 325.6 / 269.0 and f32 W=8 437.3 / 411.1 (80 or 96
-// registers did not help: docs/perf.md, session 8).
-#ifndef CCV_BWD_CF_WARP_f32
-#define CCV_BWD_CF_WARP_f32(W) ((W) <= 7)
-#endif
-#ifndef CCV_BWD_CF_WARP_16
-#define CCV_BWD_CF_WARP_16(W) ((W) <= 6)
 #endif
 
 // Staged decode step (step_body in misc.hip): shared-memory bytes and the most batch rows

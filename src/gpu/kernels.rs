@@ -10,9 +10,10 @@
 //!   block) / channel-last streaming (4 channels x a run of tokens per thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cfs,cl,cls}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias partials
-//!   into the workspace (`cfs`: short channel-first rows, several per block; `cls`: channel-last
-//!   streaming, simple rows on the vector path; `cl`: tiles);
+//! - `ccv1d_bwd_{cf,cfs,cfw,cl,cls}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
+//!   partials into the workspace (`cfs`: short channel-first rows, several per block; `cfw`:
+//!   channel-first simple rows on the vector path in warp spans, no shared memory; `cls`:
+//!   channel-last streaming, simple rows on the vector path; `cl`: tiles);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
 //! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_stepv_{dt}_w{W}` / `ccv1d_step_{dt}_w{W}`: its
@@ -185,7 +186,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -367,30 +368,33 @@ fn cl_blocks_per_sm(backward: bool, dt: DType, width: i64) -> i64 {
     }
 }
 
-/// Resident `bwd_cf` blocks per multiprocessor: its launch bound in instances.h (8 for W <= 4,
-/// else 7; shared memory allows 9).
+/// Resident `bwd_cf` / `bwd_cfw` blocks per multiprocessor: their launch bounds in instances.h
+/// (8 for W <= 4, else 7; shared memory allows 9).
 fn bwd_cf_blocks_per_sm(width: i64) -> i64 {
     if width <= 4 { 8 } else { 7 }
 }
 
-/// `bwd_cf` on rows a block covers whole (one chunk per row): several batch rows of one channel
-/// per block, one set of weights and one dweight/dbias partial for all of them. A block's setup
-/// and final reduction cost about one tile (H100 ncu of 4x5376x4096 bf16: 13 of 57 instructions
-/// per element, a fifth of the stall samples in the weights' loads, with 2 tiles per block), so
-/// G rows per block is chosen for the fewest wave-quantized (tiles + 1) per block slot, at most
-/// MAX_TILES_PER_BLOCK tiles. `CCV1D_BWD_ROWS` overrides it (tuning).
-fn bwd_cf_row_group(batch: i64, dim: i64, g: &MainGeom, tile: i64, slots: i64) -> i64 {
+/// `bwd_cf` / `bwd_cfw` on rows a block covers whole (one chunk per row): several batch rows of
+/// one channel per block, one set of weights and one dweight/dbias partial for all of them. A
+/// block's setup and final reduction cost about one step (H100 ncu of 4x5376x4096 bf16 on
+/// bwd_cf: 13 of 57 instructions per element, a fifth of the stall samples in the weights' loads,
+/// with 2 tiles per block), so G rows per block is chosen for the fewest wave-quantized
+/// (steps + 1) per block slot. A row is `spans` units of work and a block does `per_step` at a
+/// time (bwd_cf: tiles, 1; bwd_cfw: warp spans, its warps), at most MAX_TILES_PER_BLOCK steps.
+/// `CCV1D_BWD_ROWS` overrides it (tuning).
+fn bwd_cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, slots: i64) -> i64 {
     if g.n_chunks != 1 || batch <= 1 {
         return 1;
     }
-    let tiles = ceil_div(g.chunk, tile);
     if let Some(v) = knob(Knob::BwdRows) {
         return v.clamp(1, batch);
     }
+    let (spans, per_step) = (spans.max(1), per_step.max(1));
     let mut best = (i64::MAX, 1);
-    for rows in 1..=batch.min(MAX_TILES_PER_BLOCK / tiles.max(1)).max(1) {
+    for rows in 1..=batch.min(MAX_TILES_PER_BLOCK * per_step / spans).max(1) {
         let blocks = ceil_div(batch, rows).saturating_mul(dim);
-        let cost = ceil_div(blocks, slots.max(1)).saturating_mul(rows * tiles + 1);
+        let steps = ceil_div(rows * spans, per_step);
+        let cost = ceil_div(blocks, slots.max(1)).saturating_mul(steps + 1);
         if cost < best.0 {
             best = (cost, rows);
         }
@@ -603,13 +607,49 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
         return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, per_sm, dev).map(Some);
     }
     let mut g = main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev)?;
-    if layout == Layout::ChannelFirst && short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype) == 0 {
-        let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
-        let tile = tile_tokens(layout, inp.x.dtype);
-        g.brows = bwd_cf_row_group(inp.batch, inp.dim, &g, tile, slots);
+    let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
+    let rows_in = |unit: i64, per_step: i64| {
+        let spans = ceil_div(g.chunk.min(inp.seqlen), unit);
+        bwd_cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots)
+    };
+    if layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
+        g.brows = rows_in(warp_span_tokens(inp.x.dtype, dev), NT as i64 / dev.warp_size.max(1) as i64);
+    } else if layout == Layout::ChannelFirst && short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype) == 0 {
+        g.brows = rows_in(tile_tokens(layout, inp.x.dtype), 1);
+    }
+    if layout == Layout::ChannelFirst {
         g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
     }
     Ok(Some(g))
+}
+
+/// Tokens of one warp span of `ccv1d_bwd_cfw_*`: CF_ITEMS 16-byte vectors per lane.
+fn warp_span_tokens(dt: DType, dev: &DeviceInfo) -> i64 {
+    dev.warp_size.max(1) as i64 * (16 / dt.size() as i64) * CF_ITEMS
+}
+
+/// Channel-first backward on `ccv1d_bwd_cfw_*` (warp spans: no shared memory, no barriers;
+/// bwd_cf.hip): simple rows (rows mode, no seq_idx), x, dout and dx on the vector path, L a
+/// multiple of the 16-byte vector, rows of at least one warp span (a row's last span is moved
+/// back to end at L; shorter rows go to bwd_cfs), and the widths where it was measured faster
+/// than bwd_cf on the H100 (W <= 6; docs/perf.md, session 8).
+/// `CCV1D_BWD_WARP=0` / `1` turns it off / on for every width (tuning and tests).
+fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
+    let inp = &p.inp;
+    let dt = inp.x.dtype;
+    let dims = [inp.batch, inp.dim, inp.seqlen];
+    let lay = Layout::ChannelFirst;
+    let allowed = inp.seq_idx.is_none()
+        && matches!(inp.seqs, Seqs::Rows)
+        && inp.seqlen % (16 / dt.size() as i64) == 0
+        && inp.seqlen >= warp_span_tokens(dt, dev)
+        && vec_ok(&inp.x, lay, dims)
+        && vec_ok(&p.dout, lay, dims)
+        && vec_ok(&p.dx, lay, dims);
+    match knob(Knob::BwdWarp) {
+        Some(v) => allowed && v == 1,
+        None => allowed && inp.width <= 6,
+    }
 }
 
 /// Channel-last backward on the streaming kernel `ccv1d_bwd_cls_*` (simple rows: no seq_idx, no
@@ -691,7 +731,9 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
         let mut km = main_params(&k, g, vec);
-        let family = if split_short_rows(&mut km, inp, g) {
+        let family = if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
+            "cfw"
+        } else if split_short_rows(&mut km, inp, g) {
             "cfs"
         } else if g.layout == Layout::ChannelLast && bwd_streams(p) {
             "cls"
@@ -872,19 +914,23 @@ enum Knob {
     StepRows,
     /// `CCV1D_CL_TILES`: CL_TT-token tiles per block of the streaming channel-last kernels.
     ClTiles,
-    /// `CCV1D_BWD_ROWS`: batch rows per block of `bwd_cf`.
+    /// `CCV1D_BWD_ROWS`: batch rows per block of `bwd_cf` and `bwd_cfw`.
     BwdRows,
+    /// `CCV1D_BWD_WARP`: 0 / 1 = channel-first backward never / wherever allowed on `bwd_cfw`.
+    BwdWarp,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static VALUES: [OnceLock<Option<i64>>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
         Knob::BwdRows => "CCV1D_BWD_ROWS",
+        Knob::BwdWarp => "CCV1D_BWD_WARP",
     };
-    *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= 1))
+    let least = if matches!(k, Knob::BwdWarp) { 0 } else { 1 };
+    *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
 // ------------------------------------------------------------------ tests
@@ -966,7 +1012,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1219,16 +1265,26 @@ mod tests {
                 let v = bwd_launches(&p, &dev, 0x8000_0000).unwrap();
                 let names: Vec<_> = v.iter().map(|l| l.kernel.clone()).collect();
                 // channel-last: the streaming kernel when every tensor is on the vector path
-                // channel-first rows shorter than half a tile: several rows per block
+                // channel-first: warp spans for rows of whole vectors and at least one span
+                // (32 lanes x 2 vectors x 8 = 512 tokens) up to W = 6 (bf16); else rows shorter
+                // than half a tile: several rows per block
+                let warp = lay == 0 && w <= 6 && l % 8 == 0 && l >= 512;
                 let short = lay == 0 && params_of(&v[0]).rows_log2 > 0;
-                assert_eq!(short, lay == 0 && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
-                let tag = if lay == 0 { if short { "cfs" } else { "cf" } } else if d % 8 == 0 { "cls" } else { "cl" };
-                // one partial row (batch 1 in one chunk, or every batch row in one bwd_cf
-                // block): dweight/dbias stored by the main kernel, no reduce
+                assert_eq!(short, lay == 0 && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
+                let tag = if lay == 0 {
+                    if warp { "cfw" } else if short { "cfs" } else { "cf" }
+                } else if d % 8 == 0 {
+                    "cls"
+                } else {
+                    "cl"
+                };
+                let grouped = tag == "cf" || tag == "cfw";
+                // one partial row (batch 1 in one chunk, or every batch row in one bwd_cf /
+                // bwd_cfw block): dweight/dbias stored by the main kernel, no reduce
                 let km = params_of(&v[0]);
                 let direct = km.n_partials == 1;
-                assert_eq!(direct, b == 1 || (tag == "cf" && km.brows as i64 == b && km.n_chunks == 1));
-                assert!(km.brows >= 1 && (km.brows == 1 || tag == "cf"));
+                assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1));
+                assert!(km.brows >= 1 && (km.brows == 1 || grouped));
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}")];
                 if !direct {
                     want.push("ccv1d_bwd_reduce".to_string());
@@ -1243,7 +1299,7 @@ mod tests {
                 assert_eq!(km.n_partials, ceil_div(b, km.brows as i64) * km.n_chunks);
                 if short {
                     assert_eq!(km.n_blocks, ceil_div(b * d, 1 << km.rows_log2) * km.n_chunks);
-                } else if tag == "cf" {
+                } else if grouped {
                     assert_eq!(km.n_blocks, ceil_div(b, km.brows as i64) * d * km.n_chunks);
                 }
                 if direct {
@@ -1265,15 +1321,29 @@ mod tests {
                 assert_eq!(bwd_launches(&p, &dev, 0x8000_0000).unwrap()[0].params, v[0].params);
             }
         }
-        // bwd_cf row groups (H100, 132 SMs): 4x5376x4096 bf16 W=4, 2 tiles per row and 8 blocks
-        // per SM: (waves, tiles + 1) = (21, 3), (11, 5), (6, 9) for 1, 2, 4 rows → 4, every
-        // row of a channel in one block (direct); f32, 4 tiles per row: (21, 5), (11, 9), (6, 17)
-        // → 2; 8x600x2048 (ccv1d test rows/grouped-bwd): 3 (groups of 3, 3, 2 rows); short rows
-        // and long rows (several chunks) stay at one row
-        for (dt, b, d, l, rows) in [(DType::BF16, 4, 5376, 4096, 4), (DType::F32, 4, 5376, 4096, 2), (DType::BF16, 4, 256, 4096, 1), (DType::BF16, 8, 600, 2048, 3), (DType::F32, 8, 600, 2048, 3), (DType::BF16, 8, 2048, 1024, 1), (DType::BF16, 2, 64, 1 << 20, 1)] {
-            let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+        // bwd_cfw row groups (H100, 132 SMs, 8 blocks per SM at W=4; 4 warps, a warp span 512
+        // bf16 / 256 f32 tokens): 4x5376x4096 bf16 W=4, 8 spans per row (2 steps): (waves,
+        // steps + 1) = (21, 3), (11, 5), (6, 9) for 1, 2, 4 rows → 4, every row of a channel in
+        // one block (direct); f32, 16 spans: (21, 5), (11, 9), (6, 17) → 2; 8x600x2048 (ccv1d
+        // test rows/grouped-bwd): 3 (groups of 3, 3, 2 rows); 8x2048x1024 bf16, 2 spans per row:
+        // (16, 2), (8, 2), (4, 3), (2, 5) → 8; 4x4096x512: one span per row → 4. Long rows
+        // (several chunks) stay at one row; so do the rows of bwd_cfs (L = 64: shorter than a
+        // span) and of bwd_cf (W = 8)
+        for (dt, b, d, l, w, rows) in [
+            (DType::BF16, 4, 5376, 4096, 4, 4),
+            (DType::F32, 4, 5376, 4096, 4, 2),
+            (DType::BF16, 4, 256, 4096, 4, 1),
+            (DType::BF16, 8, 600, 2048, 4, 3),
+            (DType::F32, 8, 600, 2048, 4, 3),
+            (DType::BF16, 8, 2048, 1024, 4, 8),
+            (DType::BF16, 4, 4096, 512, 4, 4),
+            (DType::BF16, 2, 64, 1 << 20, 4, 1),
+            (DType::BF16, 4, 64, 64, 4, 1),
+            (DType::BF16, 4, 5376, 4096, 8, 4),
+        ] {
+            let p = bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
             let km = params_of(&bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0]);
-            assert_eq!(km.brows as i64, rows, "{dt:?} {b}x{d}x{l}");
+            assert_eq!(km.brows as i64, rows, "{dt:?} {b}x{d}x{l} W={w}");
         }
         // seq_idx or cu_seqlens keep channel-last on the tile kernel
         let mut p = bwd_plan(inputs(DType::BF16, 8, 2048, 1024, 4, cl(8, 2048, 1024)));
@@ -1388,10 +1458,11 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (10 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (11 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));
         assert!(names.contains(&"ccv1d_bwd_cls_f32_w8".to_string()));
+        assert!(names.contains(&"ccv1d_bwd_cfw_bf16_w6".to_string()));
     }
 }

@@ -176,7 +176,7 @@ fn upd(
 /// bwd. 003's big shapes (4.2M–16.8M elements per tensor), unless `full`: forward in every dtype
 /// in the report's layout (channel-first) plus f32 channel-last; backward in f32 channel-first
 /// (all six), plus f32 channel-last and bf16 channel-first for Long Sequence and Wide Channel
-/// without SiLU: 529 cases in about 23 s on 2 cores; `--full` (every combination) about 75 s.
+/// without SiLU: 547 cases in about 23 s on 2 cores; `--full` (every combination) about 75 s.
 fn seed_cases(out: &mut Vec<Case>, full: bool) {
     for sd in SEED_000 {
         for dt in DTYPES {
@@ -252,6 +252,19 @@ fn feature_cases(out: &mut Vec<Case>) {
                 for w in 1..=8 {
                     conv2(out, &format!("width/w{w}-whole-tiles"), dt, lay, (1, 6, 4096, w), move |c, _| {
                         c.silu = w % 2 == 1;
+                        states(c);
+                    });
+                }
+            }
+            // bwd_cfw on rows that are not whole warp spans (1000 = 512 + 488 16-bit tokens, 3 x
+            // 256 + 232 f32): the last span is moved back to end at L; one row skipped
+            if lay == Lay::Cf {
+                for w in [2, 4, 6] {
+                    conv2(out, &format!("rows/ragged-spans-w{w}"), dt, lay, (3, 10, 1000, w), move |c, _| {
+                        c.silu = w != 2;
+                        c.slots = 3;
+                        c.num_state_slots = 3;
+                        c.state_indices = Some(vec![1, -1, 0]);
                         states(c);
                     });
                 }

@@ -17,8 +17,8 @@
 // it where it was measured faster).
 #include "instances.h"
 
-// One warp's span of a simple row: IT*WS consecutive 16-byte vectors from token s0 (lane `lane`
-// vector j at s0 + (j*WS + lane)*V), no shared memory, no barriers. The K x values before a vector
+// One warp's span of a simple row (common.h: span_*): IT*WS consecutive 16-byte vectors from token
+// s0 (lane `lane` vector j at s0 + (j*WS + lane)*V), no shared memory, no barriers. The K x values before a vector
 // and the K g values after it come from neighbouring lanes by shuffles (lane 0 of vector j reads
 // lane WS-1 of vector j-1), and at the span's edges from the lanes' own loads: x before the span
 // (initial state / 0 before the row start), g of the K tokens after it recomputed from x and
@@ -47,17 +47,13 @@ CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
     rx[j] = ccv_ld16((const T*)P.x + xrow + tv);
     ry[j] = ccv_ld16((const T*)P.dout + yrow + tv);
   }
-  // span edges. Left: x at span offset lane*V + k - K < 0 (lanes with lane*V < K). Right: g at
-  // span offset SPAN + m, m = lane*V + V + k - WS*V in [0, K) (lanes with (WS-1-lane)*V < K).
+  // span edges. Left: x before the span (span_left_halo). Right: g at span offset SPAN + m,
+  // m = lane*V + V + k - WS*V in [0, K) (lanes with (WS-1-lane)*V < K).
   float hl[KA], hr[KA];
 #pragma unroll
   for (int k = 0; k < K; ++k) hl[k] = hr[k] = 0.f;
   if (lane * V < K) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t p = s0 + lane * V + k - K;
-      if (p < s0) hl[k] = p >= 0 ? ldf<T>(P.x, xrow + p) : row_halo<T>(P, rc, d, p, K);
-    }
+    span_left_halo<T, K, KA>(P, rc, d, xrow, s0, lane, hl);
   } else if ((WS - 1 - lane) * V < K) {
     float xh[2 * KA], yh[KA], hg[KA];  // x at [e-K, e+K), dout and g at [e, e+K), e = span end
     const int64_t e = s0 + SPAN;
@@ -87,13 +83,7 @@ CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
       float xw[K + V], dy[V];  // x at [tv-K, tv+V)
       Tr<T>::unpack(rx[j], xw + K);
       Tr<T>::unpack(ry[j], dy);
-#pragma unroll
-      for (int k = 0; k < K; ++k) {  // span offset o = k - K from the vector: lane + dl, element e
-        const int o = k - K, dl = (o - (V - 1)) / V, e = o - dl * V;  // dl = floor(o / V) < 0
-        const float a = ccv_shfl(xw[K + e], (lane + dl) & (WS - 1));
-        xw[k] = lane + dl >= 0 ? a : (j == 0 ? hl[k] : wrap[k]);
-        wrap[k] = a;
-      }
+      span_x_before<V, K, KA>(j, lane, hl, wrap, xw);
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         float gv = dy[e];

@@ -503,6 +503,37 @@ CCV_DEV void store_cl(const ccv_params& P, void* dst, const int64_t* st, const f
   }
 }
 
+// ------------------------------------------------------------------ warp spans (bwd_cfw, fwd_cfw)
+// A warp's span of a simple row: IT*WS consecutive 16-byte vectors from token s0 (lane `lane`
+// vector j at s0 + (j*WS + lane)*V), without shared memory. span_left_halo, for the lanes whose
+// window reaches before the span (lane*V < K; the caller tests it): the x values at span offsets
+// lane*V + k - K < 0 (the initial state or 0 before the row start); hl[k] keeps its value at the
+// others.
+template <typename T, int K, int KA>
+CCV_DEV void span_left_halo(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t s0, int lane,
+                            float (&hl)[KA]) {
+  constexpr int V = Tr<T>::V;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t p = s0 + lane * V + k - K;
+    if (p < s0) hl[k] = p >= 0 ? ldf<T>(P.x, xrow + p) : row_halo<T>(P, rc, d, p, K);
+  }
+}
+// The K x values before the lane's vector j, xw[0..K), from the lanes before by shuffles of
+// their own values (xw[K..K+V), unpacked by the caller). Lane 0 of vector j > 0 takes lane WS-1
+// of vector j-1 through `wrap` (what the call for j-1 shuffled), of vector 0 the span's halo.
+template <int V, int K, int KA>
+CCV_DEV void span_x_before(int j, int lane, const float (&hl)[KA], float (&wrap)[KA], float* xw) {
+  constexpr int WS = CCV_WARP;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {  // span offset o = k - K from the vector: lane + dl, element e
+    const int o = k - K, dl = (o - (V - 1)) / V, e = o - dl * V;  // dl = floor(o / V) < 0
+    const float a = ccv_shfl(xw[K + e], (lane + dl) & (WS - 1));
+    xw[k] = lane + dl >= 0 ? a : (j == 0 ? hl[k] : wrap[k]);
+    wrap[k] = a;
+  }
+}
+
 // ------------------------------------------------------------------ block helpers
 // Linear block index over a 2-D grid (the grid may have a few extra blocks: they return).
 // kernels.rs keeps every block count, n_chunks, n_ctiles and dim below 2^31, so block decoding

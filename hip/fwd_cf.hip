@@ -161,6 +161,70 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   }
 }
 
+// ccv1d_fwd_cfw_*: the forward of simple rows (rows mode, no seq_idx) on the vector path with
+// L % V == 0 and L >= SPAN in warp spans (common.h span_*), as bwd_cfw (bwd_cf.hip): a lane
+// computes the outputs of its own vectors from their x and the K values before them (shuffles);
+// a block's warps take the G x (chunk / SPAN) spans of its channel in turn; a row's last span
+// ends at L and stores only the vectors from `lo` on. A skipped row (no live sequence) gets 0.
+template <typename T, int W, bool RAGGED>
+CCV_DEV void fwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t orow, int64_t s0,
+                              int64_t lo, int lane, const float* w, float bias, bool silu) {
+  constexpr int K = W - 1, KA = K > 0 ? K : 1, V = Tr<T>::V, WS = CCV_WARP, IT = CCV_CF_ITEMS;
+  ccv_vec16 rx[IT];
+#pragma unroll
+  for (int j = 0; j < IT; ++j) rx[j] = ccv_ld16((const T*)P.x + xrow + s0 + (int64_t)(j * WS + lane) * V);
+  float hl[KA], wrap[KA];
+#pragma unroll
+  for (int k = 0; k < K; ++k) hl[k] = 0.f;
+  if (lane * V < K) span_left_halo<T, K, KA>(P, rc, d, xrow, s0, lane, hl);
+  const bool live = rc.g.valid;
+#pragma unroll
+  for (int j = 0; j < IT; ++j) {
+    const int64_t tv = s0 + (int64_t)(j * WS + lane) * V;
+    float xw[K + V], o[V];  // x at [tv-K, tv+V)
+    Tr<T>::unpack(rx[j], xw + K);
+    span_x_before<V, K, KA>(j, lane, hl, wrap, xw);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      float z = bias;
+#pragma unroll
+      for (int k = 0; k < W; ++k) z += w[k] * xw[e + k];
+      o[e] = live ? act_f(z, silu) : 0.f;
+    }
+    if (!RAGGED || tv >= lo) stv<T>(P.out, orow + tv, o);
+  }
+}
+
+template <typename T, int W>
+CCV_DEV void fwd_cfw_body(const ccv_params& P) {
+  constexpr int V = Tr<T>::V, NT = CCV_NT_fwd_cfw, WS = CCV_WARP, NW = NT / WS, SPAN = CCV_CF_ITEMS * WS * V;
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const int lane = threadIdx.x % WS, wid = threadIdx.x / WS;
+  const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
+  const int64_t chunk = blk % nch;
+  const uint32_t rd = blk / nch;
+  const int64_t d = rd % dm, bg = rd / dm;
+  const int G = max(P.brows, 1);
+  const int64_t L = P.seqlen, cbeg = chunk * P.chunk, cend = min(L, cbeg + P.chunk);
+  WArr<W> wa;
+  float bias;
+  load_weights<W>(P, d, wa.w, bias);
+  const bool silu = P.flags & CCV_F_SILU;
+  const int nsp = (int)((cend - cbeg + SPAN - 1) / SPAN);   // spans per row (kernels.rs: < 2^31)
+  const int rows = (int)min((int64_t)G, P.batch - bg * G);  // >= 1
+  auto walk = [&](auto ragged) {
+    for (int u = wid; u < rows * nsp; u += NW) {
+      const int gi = u / nsp;
+      const int64_t b = bg * G + gi, lo = cbeg + (int64_t)(u - gi * nsp) * SPAN;
+      fwd_cf_warp_span<T, W, decltype(ragged)::value>(P, row_ctx(P, b), d, b * P.x_s[0] + d * P.x_s[1],
+                                                      b * P.out_s[0] + d * P.out_s[1], min(lo, L - SPAN), lo, lane,
+                                                      wa.w, bias, silu);
+    }
+  };
+  if (L % SPAN == 0) walk(BoolC<false>()); else walk(BoolC<true>());
+}
+
 template <typename T, int W>
 CCV_DEV void fwd_cf_body(const ccv_params& P) { fwd_cf_rows<T, W, false>(P); }
 template <typename T, int W>
@@ -168,3 +232,4 @@ CCV_DEV void fwd_cfs_body(const ccv_params& P) { fwd_cf_rows<T, W, true>(P); }
 
 CCV_INSTANTIATE_W(fwd_cf)
 CCV_INSTANTIATE_W(fwd_cfs)
+CCV_INSTANTIATE_W(fwd_cfw)

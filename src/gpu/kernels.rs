@@ -6,8 +6,9 @@
 //! returned launches in order on the caller's stream.
 //!
 //! Kernels (see `hip/*.hip`):
-//! - `ccv1d_fwd_{cf,cfs,cl}_{dt}_w{W}`: forward, channel-first tiles (`cfs`: short rows, several per
-//!   block) / channel-last streaming (4 channels x a run of tokens per thread);
+//! - `ccv1d_fwd_{cf,cfs,cfw,cl}_{dt}_w{W}`: forward, channel-first tiles (`cfs`: short rows,
+//!   several per block; `cfw`: simple rows on the vector path in warp spans, no shared memory) /
+//!   channel-last streaming (4 channels x a run of tokens per thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
 //! - `ccv1d_bwd_{cf,cfs,cfw,cl,cls}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
@@ -186,7 +187,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -560,8 +561,22 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         };
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
+        let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
+        let mut g = g;
+        if warp {
+            let slots = dev.multiprocessors.max(1) as i64 * if inp.width <= 5 { 12 } else { 10 };
+            let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
+            g.brows = bwd_cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots);
+            g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
+        }
         let mut km = main_params(&k, &g, vec);
-        let family = if split_short_rows(&mut km, inp, &g) { "cfs" } else { layout.tag() };
+        let family = if warp {
+            "cfw"
+        } else if split_short_rows(&mut km, inp, &g) {
+            "cfs"
+        } else {
+            layout.tag()
+        };
         v.push(launch(format!("ccv1d_fwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
     }
     if p.final_states.is_some() {
@@ -623,33 +638,49 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
     Ok(Some(g))
 }
 
-/// Tokens of one warp span of `ccv1d_bwd_cfw_*`: CF_ITEMS 16-byte vectors per lane.
+/// Tokens of one warp span of `ccv1d_{fwd,bwd}_cfw_*`: CF_ITEMS 16-byte vectors per lane.
 fn warp_span_tokens(dt: DType, dev: &DeviceInfo) -> i64 {
     dev.warp_size.max(1) as i64 * (16 / dt.size() as i64) * CF_ITEMS
 }
 
-/// Channel-first backward on `ccv1d_bwd_cfw_*` (warp spans: no shared memory, no barriers;
-/// bwd_cf.hip): simple rows (rows mode, no seq_idx), x, dout and dx on the vector path, L a
-/// multiple of the 16-byte vector, rows of at least one warp span (a row's last span is moved
-/// back to end at L; shorter rows go to bwd_cfs), and the widths where it was measured faster
-/// than bwd_cf on the H100 (W <= 6; docs/perf.md, session 8).
-/// `CCV1D_BWD_WARP=0` / `1` turns it off / on for every width (tuning and tests).
-fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
-    let inp = &p.inp;
+/// Channel-first forward / backward on `ccv1d_{fwd,bwd}_cfw_*` (warp spans: no shared memory, no
+/// barriers; fwd_cf.hip, bwd_cf.hip): simple rows (rows mode, no seq_idx), every row tensor
+/// (`views`) on the vector path, L a multiple of the 16-byte vector, rows of at least one warp
+/// span (a row's last span is moved back to end at L; shorter rows go to the `cfs` kernels), and
+/// `faster`: where it was measured faster than the tile kernels on the H100 (docs/perf.md,
+/// session 8). `CCV1D_CF_WARP=0` / `1` turns it off / on wherever it can run (tuning and tests).
+fn cf_warp_spans(inp: &ConvInputs, views: &[&View], faster: bool, dev: &DeviceInfo) -> bool {
     let dt = inp.x.dtype;
     let dims = [inp.batch, inp.dim, inp.seqlen];
-    let lay = Layout::ChannelFirst;
     let allowed = inp.seq_idx.is_none()
         && matches!(inp.seqs, Seqs::Rows)
         && inp.seqlen % (16 / dt.size() as i64) == 0
         && inp.seqlen >= warp_span_tokens(dt, dev)
-        && vec_ok(&inp.x, lay, dims)
-        && vec_ok(&p.dout, lay, dims)
-        && vec_ok(&p.dx, lay, dims);
-    match knob(Knob::BwdWarp) {
+        && views.iter().all(|v| vec_ok(v, Layout::ChannelFirst, dims));
+    match knob(Knob::CfWarp) {
         Some(v) => allowed && v == 1,
-        None => allowed && inp.width <= 6,
+        None => allowed && faster,
     }
+}
+
+/// The backward on `ccv1d_bwd_cfw_*` for W <= 6 (bf16 4x5376x4096 W=4 220.9 -> 189.2 us, W=6
+/// 230.6 -> 220.7, 8x2048x1024 64.1 -> 40.0; W=7 / 8 slower: 263.8 / 325.6 against 251.2 /
+/// 269.0).
+fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
+    cf_warp_spans(&p.inp, &[&p.inp.x, &p.dout, &p.dx], p.inp.width <= 6, dev)
+}
+
+/// The forward on `ccv1d_fwd_cfw_*`: 16-bit only, at W >= 6 (bf16 4x5376x4096 W=8 130.8 ->
+/// 126.4 us) and on rows of at most half a tile in problems of 2^22 elements and up
+/// (8x2048x1024 28.4 -> 26.3, 4x4096x512 15.8 -> 14.8). Elsewhere the tile kernel was as fast or
+/// faster (f32 4x5376x4096 242.1 against 244.8; bf16 W=4 121.7 against 123.0; 4x256x512 3.2
+/// against 3.5).
+fn fwd_warp_spans(p: &FwdPlan, dev: &DeviceInfo) -> bool {
+    let inp = &p.inp;
+    let short = inp.seqlen * 2 <= tile_tokens(Layout::ChannelFirst, inp.x.dtype);
+    let big = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen) >= 1 << 22;
+    let faster = inp.x.dtype != DType::F32 && (inp.width >= 6 || (short && big));
+    cf_warp_spans(inp, &[&inp.x, &p.out], faster, dev)
 }
 
 /// Channel-last backward on the streaming kernel `ccv1d_bwd_cls_*` (simple rows: no seq_idx, no
@@ -916,8 +947,9 @@ enum Knob {
     ClTiles,
     /// `CCV1D_BWD_ROWS`: batch rows per block of `bwd_cf` and `bwd_cfw`.
     BwdRows,
-    /// `CCV1D_BWD_WARP`: 0 / 1 = channel-first backward never / wherever allowed on `bwd_cfw`.
-    BwdWarp,
+    /// `CCV1D_CF_WARP`: 0 / 1 = channel-first forward and backward never / wherever allowed on
+    /// the warp-span kernels (`fwd_cfw`, `bwd_cfw`).
+    CfWarp,
 }
 
 fn knob(k: Knob) -> Option<i64> {
@@ -927,9 +959,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
         Knob::BwdRows => "CCV1D_BWD_ROWS",
-        Knob::BwdWarp => "CCV1D_BWD_WARP",
+        Knob::CfWarp => "CCV1D_CF_WARP",
     };
-    let least = if matches!(k, Knob::BwdWarp) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1012,7 +1044,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1090,7 +1122,10 @@ mod tests {
                 let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
                 let v = fwd_launches(&p, &h100()).unwrap();
                 assert_eq!(v.len(), 1);
-                let fam = if params_of(&v[0]).rows_log2 > 0 { "cfs" } else { "cf" };
+                // warp spans at W = 4: 16-bit rows of at most half a tile (1024 tokens) and at
+                // least one span (512), 2^22 elements and up: none of these shapes
+                let warp = false;
+                let fam = if warp { "cfw" } else if params_of(&v[0]).rows_log2 > 0 { "cfs" } else { "cf" };
                 assert_eq!(v[0].kernel, format!("ccv1d_fwd_{fam}_{}_w4", dt.name()));
                 check_grid(&v[0]);
                 let k = params_of(&v[0]);
@@ -1099,7 +1134,12 @@ mod tests {
                 assert!(k.chunk / tile <= MAX_TILES_PER_BLOCK);
                 assert_eq!(k.n_chunks, ceil_div(l, k.chunk));
                 assert!((k.n_chunks - 1) * k.chunk < l);
-                assert_eq!(k.n_blocks, ceil_div(b * d, 1 << k.rows_log2) * k.n_chunks);
+                if warp {
+                    assert_eq!(k.rows_log2, 0);
+                    assert_eq!(k.n_blocks, ceil_div(b, k.brows as i64) * d * k.n_chunks);
+                } else {
+                    assert_eq!(k.n_blocks, ceil_div(b * d, 1 << k.rows_log2) * k.n_chunks);
+                }
                 assert!(k.rows_log2 == 0 || (k.n_chunks == 1 && l << (k.rows_log2 + 1) <= tile));
                 assert_eq!(k.n_ctiles, 1);
                 assert_ne!(k.flags & F_VEC, 0, "contiguous aligned → vector path");
@@ -1112,8 +1152,18 @@ mod tests {
         let p = fwd_plan(inputs(DType::BF16, 4, 256, 4096, 4, cf(4, 256, 4096)));
         let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
+        // 16-bit rows of one or two warp spans in a problem of 2^22 elements and up: warp spans,
+        // several batch rows of a channel per block (4x4096x512: all 4, 4096 blocks); and at
+        // W >= 6 on long rows
+        for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 4, 4096), (DType::BF16, 4, 5376, 4096, 6, 2, 10752)] {
+            let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
+            let v = fwd_launches(&p, &h100()).unwrap();
+            let k = params_of(&v[0]);
+            assert_eq!(v[0].kernel, format!("ccv1d_fwd_cfw_{}_w{w}", dt.name()));
+            assert_eq!((k.brows as i64, k.n_chunks, k.n_blocks), (brows, 1, blocks), "{dt:?} {b}x{d}x{l}");
+        }
         // short rows: several (batch, channel) rows per block, at least 16 threads per row
-        for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 512, 2, 4096), (DType::F32, 4, 4096, 512, 1, 8192), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {
+        for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 256, 3, 2048), (DType::F32, 4, 4096, 512, 1, 8192), (DType::BF16, 4, 256, 512, 2, 256), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {
             let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
             let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
             assert_eq!((k.rows_log2, k.n_chunks, k.n_blocks), (rl, 1, blocks), "{dt:?} {b}x{d}x{l}");
@@ -1458,7 +1508,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (11 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (12 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

@@ -27,10 +27,10 @@ step sweep 200 env CCV1D_TEST_CASES=${CASES:-1000} CCV1D_TEST_REPEATS=100 "$BIN/
 # bwd_cf/bwd_cfw batch-row groups forced to 3 rows per block (CCV1D_BWD_ROWS; the geometry picks them
 # only for large shapes): groups of 3 with a shorter last one, skipped rows inside groups
 step bwd-row-groups 200 env CCV1D_BWD_ROWS=3 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
-# the channel-first backward on bwd_cfw wherever it can run (every width, rows of one vector and
-# up: partial warp spans), then never (bwd_cf / bwd_cfs as before session 8)
-step bwd-warp-everywhere 200 env CCV1D_BWD_WARP=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
-step bwd-warp-never 200 env CCV1D_BWD_WARP=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# the channel-first forward and backward on the warp-span kernels (fwd_cfw, bwd_cfw) wherever
+# they can run (every width; ragged last spans), then never (the tile kernels as before session 8)
+step cf-warp-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+step cf-warp-never 200 env CCV1D_CF_WARP=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step seeds 60 "$BIN/seeds"
 step validation 120 "$BIN/validation" --include-ignored
 step huge-2pow31 150 "$BIN/huge" --ignored --nocapture

@@ -17,14 +17,14 @@
 // it where it was measured faster).
 #include "instances.h"
 
-// One warp's span of a simple row (common.h: span_*): IT*WS consecutive 16-byte vectors from token
-// s0 (lane `lane` vector j at s0 + (j*WS + lane)*V), no shared memory, no barriers. The K x values before a vector
-// and the K g values after it come from neighbouring lanes by shuffles (lane 0 of vector j reads
-// lane WS-1 of vector j-1), and at the span's edges from the lanes' own loads: x before the span
-// (initial state / 0 before the row start), g of the K tokens after it recomputed from x and
-// dout (0 past L). The span lies inside the row; vectors before `lo` belong to the span before
-// (a row's last span is moved back to end at L): they store no dx and add no dweight/dbias. A
-// skipped row (no live sequence) gets dx = 0.
+// One warp's span of a simple row (common.h: span_*): IT*WS consecutive 16-byte vectors from
+// token s0 (lane `lane` vector j at s0 + (j*WS + lane)*V), no shared memory, no barriers. The K x
+// values before a vector and the K g values after it come from neighbouring lanes by shuffles
+// (lane 0 of vector j reads lane WS-1 of vector j-1), and at the span's edges from the lanes' own
+// loads: x before the span (initial state / 0 before the row start), g of the K tokens after it
+// recomputed from x and dout (0 past L). The span lies inside the row; vectors before `lo`
+// belong to the span before (a row's last span is moved back to end at L): they store no dx and
+// add no dweight/dbias. A skipped row (no live sequence) gets dx = 0.
 template <typename T, int W, int IT, bool RAGGED>
 CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t yrow,
                               int64_t drow, int64_t s0, int64_t lo, int lane, const float* w, float bias, bool silu,
@@ -451,11 +451,11 @@ template <typename T, int W>
 CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 
 // ccv1d_bwd_cfw_*: the backward of simple rows (rows mode, no seq_idx) on the vector path with
-// L % V == 0 and L >= SPAN, in warp spans only (kernels.rs picks it where it was measured faster than bwd_cf:
-// bwd_cf_warp). A block covers channel d, batch rows [bg*G, bg*G + G) and one chunk; its work is
-// the G x (chunk / SPAN) spans, taken by its warps in turn (warp wid: spans wid, wid + NW, ...), so
-// short rows fill a block with several rows. One weight load and one dweight/dbias partial per
-// block, stored as in bwd_cf.
+// L % V == 0 and L >= SPAN, in warp spans only (kernels.rs bwd_warp_spans picks it where it was
+// measured faster than bwd_cf). A block covers channel d, batch rows [bg*G, bg*G + G) and one
+// chunk; its work is the G x (chunk / SPAN) spans, taken by its warps in turn (warp wid: spans
+// wid, wid + NW, ...), so short rows fill a block with several rows. One weight load and one
+// dweight/dbias partial per block, stored as in bwd_cf.
 template <typename T, int W>
 CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   constexpr int V = Tr<T>::V, NT = CCV_NT_bwd_cfw, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;

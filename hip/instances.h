@@ -1,6 +1,7 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
-//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans), fwd_cl, bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
+//   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
+//                                      fwd_cl, bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), update, step (staged decode step), stepv (decode step in registers)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
@@ -65,6 +66,8 @@
 // U = 2 without), else 1 (W = 4: 4 was 5 % slower; W >= 6 spill heavily at 3) —
 // 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
+// fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (not tuned on their own; 40-48 / 64-72 registers,
+// no spills up to W = 6 in bwd_cfw);
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
 // for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
 // -D values at commas).

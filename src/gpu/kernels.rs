@@ -273,7 +273,7 @@ pub struct MainGeom {
     pub n_chunks: i64,
     pub n_ctiles: i64,
     pub n_blocks: i64,
-    /// Batch rows per block (`bwd_cf`: `bwd_cf_row_group`), 1 elsewhere.
+    /// Batch rows per block (`bwd_cf`, the `cfw` kernels: `cf_row_group`), 1 elsewhere.
     pub brows: i64,
 }
 
@@ -375,15 +375,21 @@ fn bwd_cf_blocks_per_sm(width: i64) -> i64 {
     if width <= 4 { 8 } else { 7 }
 }
 
-/// `bwd_cf` / `bwd_cfw` on rows a block covers whole (one chunk per row): several batch rows of
-/// one channel per block, one set of weights and one dweight/dbias partial for all of them. A
-/// block's setup and final reduction cost about one step (H100 ncu of 4x5376x4096 bf16 on
-/// bwd_cf: 13 of 57 instructions per element, a fifth of the stall samples in the weights' loads,
-/// with 2 tiles per block), so G rows per block is chosen for the fewest wave-quantized
+/// Resident `fwd_cfw` blocks per multiprocessor: its launch bound in instances.h (12 for W <= 5,
+/// else 10, as fwd_cf).
+fn fwd_cfw_blocks_per_sm(width: i64) -> i64 {
+    if width <= 5 { 12 } else { 10 }
+}
+
+/// `bwd_cf`, `bwd_cfw` and `fwd_cfw` on rows a block covers whole (one chunk per row): several
+/// batch rows of one channel per block, one set of weights (and one dweight/dbias partial) for
+/// all of them. A block's setup and final reduction cost about one step (H100 ncu of 4x5376x4096
+/// bf16 on bwd_cf: 13 of 57 instructions per element, a fifth of the stall samples in the
+/// weights' loads, with 2 tiles per block), so G rows per block is chosen for the fewest wave-quantized
 /// (steps + 1) per block slot. A row is `spans` units of work and a block does `per_step` at a
-/// time (bwd_cf: tiles, 1; bwd_cfw: warp spans, its warps), at most MAX_TILES_PER_BLOCK steps.
-/// `CCV1D_BWD_ROWS` overrides it (tuning).
-fn bwd_cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, slots: i64) -> i64 {
+/// time (bwd_cf: tiles, 1; the cfw kernels: warp spans, their warps), at most
+/// MAX_TILES_PER_BLOCK steps. `CCV1D_BWD_ROWS` overrides it (tuning).
+fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, slots: i64) -> i64 {
     if g.n_chunks != 1 || batch <= 1 {
         return 1;
     }
@@ -564,9 +570,9 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
         let mut g = g;
         if warp {
-            let slots = dev.multiprocessors.max(1) as i64 * if inp.width <= 5 { 12 } else { 10 };
+            let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
             let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
-            g.brows = bwd_cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots);
+            g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots);
             g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
         }
         let mut km = main_params(&k, &g, vec);
@@ -625,7 +631,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
     let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
     let rows_in = |unit: i64, per_step: i64| {
         let spans = ceil_div(g.chunk.min(inp.seqlen), unit);
-        bwd_cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots)
+        cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots)
     };
     if layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
         g.brows = rows_in(warp_span_tokens(inp.x.dtype, dev), NT as i64 / dev.warp_size.max(1) as i64);

@@ -246,8 +246,9 @@ fn feature_cases(out: &mut Vec<Case>) {
             for w in 1..=8 {
                 conv2(out, &format!("width/w{w}"), dt, lay, (2, 24, 333, w), move |c, _| c.silu = w % 2 == 0);
             }
-            // Rows of whole tiles (4096 = 2 x 2048 16-bit, 4 x 1024 f32): bwd_cf's warp tiles
-            // at every width, with the initial state before the first and dfinal in the last.
+            // Rows of whole tiles and warp spans (4096 = 2 x 2048 16-bit, 4 x 1024 f32): the
+            // warp-span kernels (at every width with CCV1D_CF_WARP=1), the initial state before
+            // the first span and dfinal in the last.
             if lay == Lay::Cf {
                 for w in 1..=8 {
                     conv2(out, &format!("width/w{w}-whole-tiles"), dt, lay, (1, 6, 4096, w), move |c, _| {
@@ -256,8 +257,8 @@ fn feature_cases(out: &mut Vec<Case>) {
                     });
                 }
             }
-            // bwd_cfw on rows that are not whole warp spans (1000 = 512 + 488 16-bit tokens, 3 x
-            // 256 + 232 f32): the last span is moved back to end at L; one row skipped
+            // The warp-span kernels on rows that are not whole spans (1000 = 512 + 488 16-bit
+            // tokens, 3 x 256 + 232 f32): the last span is moved back to end at L; one row skipped
             if lay == Lay::Cf {
                 for w in [2, 4, 6] {
                     conv2(out, &format!("rows/ragged-spans-w{w}"), dt, lay, (3, 10, 1000, w), move |c, _| {

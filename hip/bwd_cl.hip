@@ -214,13 +214,16 @@ CCV_INSTANTIATE_W(bwd_cl)
 // math). The lanes' partials of a channel are added in a fixed order and written to
 // ws[(b*n_chunks + chunk), c, 0..W] like bwd_cl's.
 template <typename T, int W, bool SILU>
-CCV_DEV void bwd_cls_rows(const ccv_params& P) {
+CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
   constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16;
   constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, G = CC / CV, LANES = NT / G;
   constexpr int U = SILU ? CCV_CL_AHEAD_bwd_silu(W) : CCV_CL_AHEAD_bwd;
   static_assert(NT % G == 0, "tile shape");
   typedef QN<T, CV> Q;
-  __shared__ float red[LANES * CC * (W + 1)];
+  constexpr int R = sizeof(T) == 4 ? CCV_CL_RING_bwd_f32(W) : CCV_CL_RING_bwd_16(W);  // 0: registers
+  static_assert(sizeof(typename Q::raw) == 8, "ring slots are 8 bytes");
+  float* red = (float*)smem;  // [LANES][CC][W + 1] after the walk
+  typename Q::raw* ring = (typename Q::raw*)smem;  // [R][2][NT] during the walk
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
@@ -329,6 +332,42 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P) {
           Q::st(dp + p * dt, Q::pack(o));
         }
       };
+      if constexpr (R > 0) {
+        // ring of R tokens ahead per thread in shared memory (slot s: x at ring[2s], dout at
+        // ring[2s+1], each [NT]): step q refills the slot token q-1 used with token q+R-1
+        const T* xi = xp + s0 * xt;
+        const T* yi = yp + s0 * yt;
+        int64_t qi = s0;
+        auto issue = [&](int slot) {
+          const bool in = qi < qload;
+          ccv_cp8(&ring[(2 * slot) * NT + tid], xi, in);
+          ccv_cp8(&ring[(2 * slot + 1) * NT + tid], yi, in);
+          ccv_cp_commit();
+          ++qi;
+          xi += xt;
+          yi += yt;
+        };
+#pragma unroll
+        for (int s = 0; s < R - 1; ++s) issue(s);
+        for (int64_t q0 = s0; q0 < qend; q0 += R) {
+          auto step = [&](int u, bool dwq, bool dxq) {
+            issue((u + R - 1) % R);
+            ccv_cp_wait<R - 1>();
+            token(q0 + u, ring[2 * u * NT + tid], ring[(2 * u + 1) * NT + tid], dwq, dxq);
+          };
+          if (q0 >= s0 + K && q0 + R <= s1) {
+#pragma unroll
+            for (int u = 0; u < R; ++u) step(u, true, true);
+          } else {
+#pragma unroll 1
+            for (int u = 0; u < R; ++u) {
+              const int64_t q = q0 + u;
+              step(u, q < s1, q - K >= s0 && q < qend);
+            }
+          }
+        }
+        ccv_cp_wait<0>();
+      } else {
       // with SiLU the next step's loads are issued before this step's math (instances.h)
       constexpr bool PF = SILU;
       typename Q::raw rx[U], ry[U];
@@ -363,10 +402,12 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P) {
           }
         }
       }
+      }
     }
   }
 
   // ---- partials: the lanes of a channel are added in lane order
+  if (R > 0) __syncthreads();  // red overlays the ring
 #pragma unroll
   for (int ch = 0; ch < CV; ++ch)
 #pragma unroll
@@ -384,10 +425,14 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P) {
 // the activation is a compile-time choice: no per-element test in the walk
 template <typename T, int W>
 CCV_DEV void bwd_cls_body(const ccv_params& P) {
+  constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16, NT = CCV_NT_bwd_cls;
+  constexpr int LANES = NT / (CCV_CL_CC / CV), RED = LANES * CCV_CL_CC * (W + 1) * 4;
+  constexpr int RING = (sizeof(T) == 4 ? CCV_CL_RING_bwd_f32(W) : CCV_CL_RING_bwd_16(W)) * 2 * NT * 8;
+  __shared__ float4 smem[(RED > RING ? RED : RING) / 16];
   if (P.flags & CCV_F_SILU) {
-    bwd_cls_rows<T, W, true>(P);
+    bwd_cls_rows<T, W, true>(P, smem);
   } else {
-    bwd_cls_rows<T, W, false>(P);
+    bwd_cls_rows<T, W, false>(P, smem);
   }
 }
 

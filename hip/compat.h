@@ -4,7 +4,9 @@
 // __device__, __forceinline__, __launch_bounds__ exist under both compilers) plus the small neutral
 // vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_shfl (value of lane src), ccv_f16/ccv_bf16
 // storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
-// vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses), CCV_EXTERN_KERNEL.
+// vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses),
+// ccv_cp8/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
+// CCV_EXTERN_KERNEL.
 #pragma once
 
 #include <stdint.h>
@@ -85,6 +87,30 @@ __device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 #else
   *(ccv_vec16*)p = v;
+#endif
+}
+
+// Per-thread asynchronous copies global -> shared (a ring of loads in flight that holds no
+// registers): ccv_cp8 copies 8 bytes, or writes 8 zero bytes without reading when !in;
+// ccv_cp_commit closes a group of copies; ccv_cp_wait<N>() returns once at most the N latest
+// groups of this thread are still in flight, their data then visible to this thread. NVIDIA:
+// cp.async (sm_80+). AMD: a plain load and shared store, so the copy is complete on return.
+__device__ __forceinline__ void ccv_cp8(void* smem, const void* g, bool in) {
+#if defined(CCV_CUDA)
+  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(g), "r"(in ? 8 : 0) : "memory");
+#else
+  *(uint2*)smem = in ? *(const uint2*)g : make_uint2(0u, 0u);
+#endif
+}
+__device__ __forceinline__ void ccv_cp_commit() {
+#if defined(CCV_CUDA)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void ccv_cp_wait() {
+#if defined(CCV_CUDA)
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
 

@@ -61,9 +61,9 @@
 // f32 bwd_cls: 5 (96) for W <= 4, 4 (128) for W = 5-7 (W = 6-8 6-19 % faster than ptxas's
 // choice), 3 (170: 162 used, no spills) for W = 8 (4x5376x4096 486.5 -> 401.9 us; 200 bytes
 // spilled at 4);
-// 16-bit bwd_cls: 4 (128) for W <= 3 (bf16 W = 3 354.8 -> 275.4 us), 3 (168) for W = 5 (487.7
-// -> 408.1; with session 7's U = 4 both spill, 96 and 128 bytes, and still ran 8 % faster than
-// U = 2 without), else 1 (W = 4: 4 was 5 % slower; W >= 6 spill heavily at 3) —
+// 16-bit bwd_cls: 4 (128) for W <= 2 (bf16 W = 3 354.8 -> 275.4 us in session 6), 3 (168) for
+// W = 3-6, the widths with the shared-memory ring (W = 4 with the ring: 219.2 at 3, 234.6 at 4;
+// W = 5 without it, session 7: 487.7 -> 408.1), else 1 (W >= 7 spill heavily at 3) —
 // 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
 // fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (not tuned on their own; 40-48 / 64-72 registers,
@@ -147,10 +147,10 @@
 #define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 4 ? 5 : (W) <= 7 ? 4 : 3)
 #endif
 #ifndef CCV_LB_bwd_cls_f16
-#define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 3 ? 4 : (W) == 5 ? 3 : 1)
+#define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : (W) <= 6 ? 3 : 1)
 #endif
 #ifndef CCV_LB_bwd_cls_bf16
-#define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 3 ? 4 : (W) == 5 ? 3 : 1)
+#define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : (W) <= 6 ? 3 : 1)
 #endif
 #ifndef CCV_LB_update_f32
 #define CCV_LB_update_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
@@ -215,6 +215,19 @@
 #endif
 #ifndef CCV_CL_AHEAD_bwd_silu
 #define CCV_CL_AHEAD_bwd_silu(W) ((W) == 4 ? 2 : 4)
+#endif
+// bwd_cls: tokens per thread in flight through a shared-memory ring of asynchronous copies
+// (compat.h ccv_cp8), a power of 2, per x element size and width; 0 = the register prefetch
+// above. Measured on the H100 (docs/perf.md, session 9), 4x5376x4096 SiLU, us, ring against
+// registers: bf16 W = 4 219.2 against 271.2 (no activation 207.4 / 237.7), W = 5 232.7 / 252.6,
+// W = 6 250.0 / 255.7 with 8 (bound 3), W = 7 / 8 247.7 / 264.5 and 265.2 / 281.5 (no bound);
+// W = 2 slower (208.2 / 196.1). f32 with 4: W = 4 384.1 / 407.6, W = 7 378.0 / 400.1; with 8 at
+// W = 8 389.1 / 401.9; W = 5, 6 slower (377.7 / 370.4, 378.3 / 376.6).
+#ifndef CCV_CL_RING_bwd_16
+#define CCV_CL_RING_bwd_16(W) ((W) >= 3 ? 8 : 0)
+#endif
+#ifndef CCV_CL_RING_bwd_f32
+#define CCV_CL_RING_bwd_f32(W) ((W) == 5 || (W) == 6 ? 0 : (W) == 8 ? 8 : 4)
 #endif
 // channels per bwd_cls thread (4 or 2), per x element size: f32 with 2 (8-byte accesses, 96
 // registers at W = 4) ran 4x5376x4096 bwd in 0.449 ms against 0.533 with 4; bf16 with 4 in 0.370

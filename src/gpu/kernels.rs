@@ -308,42 +308,49 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
 
 /// Channel-last streaming kernels (`ccv1d_fwd_cl_*`: each thread walks chunk / 8 consecutive
 /// tokens of 4 channels, reading K tokens before them again; the backward's `ccv1d_bwd_cls_*`).
-/// Chunks of whole CL_TT tiles, balanced along the row, their count chosen for the fewest
-/// wave-quantized tiles per block slot: cost = waves * (tiles per block + 1/2 for the halo a lane
-/// re-reads), slots = `blocks_per_sm` resident blocks per multiprocessor (`cl_blocks_per_sm`).
-/// Longer lanes than one tile per block where that does not add a wave (8x2048x1024 bf16: 768
-/// blocks of 6 tiles instead of 4096 of 1; measured on the H100, docs/perf.md). A problem under
-/// one wave even at one tile per block (few short rows: the seeds' Tiny and Small) cuts its tiles
-/// into as many chunks of CL_SUB-multiples as the slots hold: a lane then walks 1-2 tokens
-/// instead of 8 in sequence.
-pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+/// Chunks of whole CL_TT tiles, balanced along the row; slots = `fit.blocks_per_sm` resident
+/// blocks per multiprocessor. Two ways to cut rows (`cl_fit` says which kernel takes which):
+/// - `one_wave`: when the (batch, channel tile) rows fit in the slots, into as many chunks as one
+///   wave holds, no more, and at most `max_chunk` tokens long: the longest lanes that still fill
+///   the slots;
+/// - otherwise the fewest wave-quantized tiles per block slot, cost = waves * (tiles per block +
+///   1/2 for the halo a lane re-reads).
+/// A problem under one wave even at one tile per block (few short rows: the seeds' Tiny and
+/// Small) cuts its tiles into as many chunks of CL_SUB-multiples as the slots hold: a lane then
+/// walks 1-2 tokens instead of 8 in sequence.
+pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, fit: ClFit, dev: &DeviceInfo) -> Result<MainGeom> {
     if dim > i32::MAX as i64 || batch > i32::MAX as i64 {
         bail!(CCV1D_ERR_OVERFLOW, "GPU kernels take batch and dim below 2^31 (batch {batch}, dim {dim})");
     }
     let tiles_per_row = ceil_div(seqlen.max(1), CL_TT);
     let n_ctiles = ceil_div(dim.max(1), CL_CC);
     let rows = batch.saturating_mul(n_ctiles);
-    let slots = (dev.multiprocessors.max(1) as i64) * blocks_per_sm;
-    let mut best = (f64::INFINITY, 1i64);
-    // candidate chunk counts: every per-block tile count gives one (the fewest chunks for it)
-    let mut per_block = tiles_per_row;
-    while per_block >= 1 {
-        let n_chunks = ceil_div(tiles_per_row, per_block);
-        let pb = ceil_div(tiles_per_row, n_chunks);
-        let waves = ceil_div(rows.saturating_mul(n_chunks), slots) as f64;
-        let cost = waves * (pb as f64 + 0.5);
-        if cost < best.0 {
-            best = (cost, n_chunks);
+    let slots = (dev.multiprocessors.max(1) as i64) * fit.blocks_per_sm;
+    let mut n_chunks = 1;
+    if let (Some(max_chunk), true) = (fit.one_wave, rows <= slots) {
+        let per_row = (slots / rows.max(1)).max(ceil_div(tiles_per_row, (max_chunk / CL_TT).max(1)));
+        n_chunks = ceil_div(tiles_per_row, ceil_div(tiles_per_row, per_row.min(tiles_per_row)));
+    } else {
+        // every per-block tile count gives a candidate (the fewest chunks for it)
+        let mut best = f64::INFINITY;
+        let mut per_block = tiles_per_row;
+        while per_block >= 1 {
+            let n = ceil_div(tiles_per_row, per_block);
+            let pb = ceil_div(tiles_per_row, n);
+            let cost = ceil_div(rows.saturating_mul(n), slots) as f64 * (pb as f64 + 0.5);
+            if cost < best {
+                (best, n_chunks) = (cost, n);
+            }
+            if pb == 1 {
+                break;
+            }
+            per_block = pb - 1;
         }
-        if pb == 1 {
-            break;
-        }
-        per_block = pb - 1;
     }
     if let Some(t) = knob(Knob::ClTiles) {
-        best.1 = ceil_div(tiles_per_row, t);
+        n_chunks = ceil_div(tiles_per_row, t);
     }
-    let mut chunk = ceil_div(tiles_per_row, best.1) * CL_TT;
+    let mut chunk = ceil_div(tiles_per_row, n_chunks) * CL_TT;
     if knob(Knob::ClTiles).is_none() && chunk == CL_TT && rows.saturating_mul(tiles_per_row) < slots {
         let per_row = (slots / rows.max(1)).max(1);
         chunk = (ceil_div(seqlen.max(1), per_row.saturating_mul(CL_SUB)) * CL_SUB).clamp(CL_SUB, CL_TT);
@@ -356,17 +363,38 @@ pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, blocks_per_sm: i64,
     Ok(MainGeom { layout: Layout::ChannelLast, chunk, n_chunks, n_ctiles, n_blocks, brows: 1 })
 }
 
-/// Resident blocks per multiprocessor of the streaming channel-last kernels, for their
-/// geometry: the forward's launch bounds (6 for W <= 4, else 4); the backward's f32 ones (5, else
-/// 4; W = 8 is bound to 3 but was measured with the chunks of 4); 16-bit backward: its launch
-/// bound for W <= 3 (4), its registers for W = 4 and W >= 6 (ptxas, sm_90: 168 and 238-255, 128
-/// threads per block), and 2 for W = 5, the value its bound of 3 was measured with.
-fn cl_blocks_per_sm(backward: bool, dt: DType, width: i64) -> i64 {
-    match (backward, dt) {
-        (false, _) => if width <= 4 { 6 } else { 4 },
-        (true, DType::F32) => if width <= 4 { 5 } else { 4 },
-        (true, _) => if width <= 3 { 4 } else if width <= 4 { 3 } else { 2 },
-    }
+/// How `cl_stream_geometry` fits a streaming channel-last kernel to the device.
+#[derive(Clone, Copy, Debug)]
+pub struct ClFit {
+    /// resident blocks per multiprocessor
+    pub blocks_per_sm: i64,
+    /// Some(most tokens per chunk): rows that fit in one wave are cut into as many chunks as the
+    /// wave holds; None: the wave-quantized cost everywhere
+    pub one_wave: Option<i64>,
+}
+
+/// The streaming channel-last kernels' fit. Blocks per SM: the forward's launch bounds (6 for
+/// W <= 4, else 4); the backward's f32 ones (5, else 4; W = 8 is bound to 3 but was measured with
+/// the chunks of 4); 16-bit backward: its launch bounds for W <= 6 (4 for W <= 2, 3 for W = 3-6,
+/// the widths with the shared-memory ring), its registers above (ptxas, sm_90: 248-255, 128
+/// threads per block). Chunks, as measured on the H100 (docs/perf.md, session 9; 4x5376x4096
+/// SiLU, us): one wave for the 16-bit forward (bf16 W = 4 138.1 -> 132.1, W = 5 146.2 -> 138.0)
+/// and the f32 backward (W = 4 384.0 -> 376.7); the f32 forward keeps the wave-quantized cost (W
+/// = 4 258.1 against 268.3 in one wave); the 16-bit backward one wave (8x2048x1024 bf16 54.2 ->
+/// 45.8, 4x4096x512 37.4 -> 27.7, 4x5376x4096 W = 5 / 6 226.0 / 228.1), in chunks of at most 2048
+/// tokens at W = 3 / 4 (W = 4 210.9 against 226.6 in 4096, W = 3 206.9 against 221.0) and the
+/// wave-quantized cost at W <= 2 (no ring there: W = 2 195.9 against 205.4 in one wave).
+fn cl_fit(backward: bool, dt: DType, width: i64) -> ClFit {
+    let wide = i64::MAX;
+    let (blocks_per_sm, one_wave) = match (backward, dt) {
+        (false, DType::F32) => (if width <= 4 { 6 } else { 4 }, None),
+        (false, _) => (if width <= 4 { 6 } else { 4 }, Some(wide)),
+        (true, DType::F32) => (if width <= 4 { 5 } else { 4 }, Some(wide)),
+        (true, _) if width <= 2 => (4, None),
+        (true, _) if width <= 4 => (3, Some(2048)),
+        (true, _) => (if width <= 6 { 3 } else { 2 }, Some(wide)),
+    };
+    ClFit { blocks_per_sm, one_wave }
 }
 
 /// Resident `bwd_cf` / `bwd_cfw` blocks per multiprocessor: their launch bounds in instances.h
@@ -563,7 +591,7 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
         let g = match layout {
             Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
-            Layout::ChannelLast => cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, cl_blocks_per_sm(false, inp.x.dtype, inp.width), dev)?,
+            Layout::ChannelLast => cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, cl_fit(false, inp.x.dtype, inp.width), dev)?,
         };
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
@@ -624,8 +652,8 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
     }
     let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
     if layout == Layout::ChannelLast && bwd_streams(p) {
-        let per_sm = cl_blocks_per_sm(true, inp.x.dtype, inp.width);
-        return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, per_sm, dev).map(Some);
+        let fit = cl_fit(true, inp.x.dtype, inp.width);
+        return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, fit, dev).map(Some);
     }
     let mut g = main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev)?;
     let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
@@ -1193,20 +1221,30 @@ mod tests {
     }
 
     #[test]
-    fn fwd_channel_last_chunks_fill_a_wave() {
+    fn channel_last_chunks_fill_a_wave() {
         let h100 = DeviceInfo { multiprocessors: 132, ..mi300() };
+        let quantized = ClFit { blocks_per_sm: 6, one_wave: None };
         // (batch, dim, seqlen) -> expected (chunk tokens, chunks per row)
         for ((b, d, l), want) in [((8, 2048, 1024), (384, 3)), ((4, 4096, 512), (192, 3)), ((4, 5376, 4096), (640, 7)), ((1, 32, 64), (8, 8)), ((2, 64, 256), (8, 32))] {
-            let g = cl_stream_geometry(b, d, l, 6, &h100).unwrap();
+            let g = cl_stream_geometry(b, d, l, quantized, &h100).unwrap();
             assert_eq!((g.chunk, g.n_chunks), want, "{b}x{d}x{l}");
             assert_eq!(g.n_blocks, b * ceil_div(d, CL_CC) * g.n_chunks);
         }
-        // the backward's fewer resident blocks (16-bit W=4: 3 per SM) can mean longer chunks
-        assert_eq!(cl_blocks_per_sm(true, DType::BF16, 4), 3);
-        let g = cl_stream_geometry(4, 256, 4096, cl_blocks_per_sm(true, DType::BF16, 4), &h100).unwrap();
+        // one wave: 336 rows in 792 slots -> 2 chunks; in 396 -> 1, or 2 when chunks stop at 2048
+        let one_wave = |blocks_per_sm, max_chunk| ClFit { blocks_per_sm, one_wave: Some(max_chunk) };
+        for (fit, want) in [(one_wave(6, i64::MAX), (2048, 2)), (one_wave(3, i64::MAX), (4096, 1)), (one_wave(3, 2048), (2048, 2)), (one_wave(3, 1000), (832, 5))] {
+            let g = cl_stream_geometry(4, 5376, 4096, fit, &h100).unwrap();
+            assert_eq!((g.chunk, g.n_chunks), want, "{fit:?}");
+        }
+        // the 16-bit backward at W=4: one wave of chunks of at most 2048 tokens
+        let fit = cl_fit(true, DType::BF16, 4);
+        assert_eq!((fit.blocks_per_sm, fit.one_wave), (3, Some(2048)));
+        let g = cl_stream_geometry(8, 2048, 1024, fit, &h100).unwrap();
+        assert_eq!((g.chunk, g.n_chunks), (1024, 1));
+        let g = cl_stream_geometry(4, 256, 4096, fit, &h100).unwrap();
         assert_eq!((g.chunk, g.n_chunks), (192, 22));
         for l in [1, 63, 64, 65, 1000, 4097] {
-            let g = cl_stream_geometry(3, 100, l, 4, &h100).unwrap();
+            let g = cl_stream_geometry(3, 100, l, ClFit { blocks_per_sm: 4, one_wave: Some(i64::MAX) }, &h100).unwrap();
             assert_eq!(g.chunk % CL_SUB, 0);
             assert_eq!(g.n_chunks, ceil_div(l, g.chunk));
             assert!((g.n_chunks - 1) * g.chunk < l);

@@ -47,33 +47,22 @@ CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
     rx[j] = ccv_ld16((const T*)P.x + xrow + tv);
     ry[j] = ccv_ld16((const T*)P.dout + yrow + tv);
   }
-  // span edges. Left: x before the span (span_left_halo). Right: g at span offset SPAN + m,
-  // m = lane*V + V + k - WS*V in [0, K) (lanes with (WS-1-lane)*V < K).
+  // span edges. Left: x before the span (span_left_halo). Right: g at e + m, e = s0 + SPAN
+  // (0 from L on), computed by lane m < K; hr[k] = g at span offset lane*V + V + k - SPAN >= 0
+  // (what the dx loop below reads at the span's right edge), taken by shuffles.
   float hl[KA], hr[KA];
-#pragma unroll
-  for (int k = 0; k < K; ++k) hl[k] = hr[k] = 0.f;
-  if (lane * V < K) {
-    span_left_halo<T, K, KA>(P, rc, d, xrow, s0, lane, hl);
-  } else if ((WS - 1 - lane) * V < K) {
-    float xh[2 * KA], yh[KA], hg[KA];  // x at [e-K, e+K), dout and g at [e, e+K), e = span end
-    const int64_t e = s0 + SPAN;
-#pragma unroll
-    for (int i = 0; i < 2 * K; ++i) xh[i] = e - K + i < L ? ldf<T>(P.x, xrow + e - K + i) : 0.f;
-#pragma unroll
-    for (int i = 0; i < K; ++i) yh[i] = e + i < L ? ldf<T>(P.dout, yrow + e + i) : 0.f;
-#pragma unroll
-    for (int m = 0; m < K; ++m) {
+  span_left_halo<T, K, KA>(P, rc, d, xrow, s0, lane, hl);
+  {
+    float gr = 0.f;
+    const int64_t e = s0 + SPAN + lane;
+    if (lane < K && e < L) {
       float z = bias;
 #pragma unroll
-      for (int i = 0; i < W; ++i) z += w[i] * xh[m + i];
-      hg[m] = e + m < L ? act_grad(z, yh[m], silu) : 0.f;
+      for (int i = 0; i < W; ++i) z += w[i] * ldf<T>(P.x, xrow + e - K + i);
+      gr = act_grad(z, ldf<T>(P.dout, yrow + e), silu);
     }
-    const int c = (WS - 1 - lane) * V;  // hr[k] = hg[k - c] (constant indices: no local memory)
 #pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int cc = 0; cc <= k; cc += V)
-        if (c == cc) hr[k] = hg[k - cc];
+    for (int k = 0; k < K; ++k) hr[k] = ccv_shfl(gr, max(k - (WS - 1 - lane) * V, 0));
   }
   // A: g of the own tokens, dweight/dbias partials
   float g[IT][V], wrap[KA];
@@ -451,8 +440,8 @@ template <typename T, int W>
 CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 
 // ccv1d_bwd_cfw_*: the backward of simple rows (rows mode, no seq_idx) on the vector path with
-// L % V == 0 and L >= SPAN, in warp spans only (kernels.rs bwd_warp_spans picks it where it was
-// measured faster than bwd_cf). A block covers channel d, batch rows [bg*G, bg*G + G) and one
+// L % V == 0 and L >= SPAN, in warp spans only (kernels.rs bwd_warp_spans takes it wherever it
+// can run: measured faster than bwd_cf at every width). A block covers channel d, batch rows [bg*G, bg*G + G) and one
 // chunk; its work is the G x (chunk / SPAN) spans, taken by its warps in turn (warp wid: spans
 // wid, wid + NW, ...), so short rows fill a block with several rows. One weight load and one
 // dweight/dbias partial per block, stored as in bwd_cf.

@@ -505,19 +505,22 @@ CCV_DEV void store_cl(const ccv_params& P, void* dst, const int64_t* st, const f
 
 // ------------------------------------------------------------------ warp spans (bwd_cfw, fwd_cfw)
 // A warp's span of a simple row: IT*WS consecutive 16-byte vectors from token s0 (lane `lane`
-// vector j at s0 + (j*WS + lane)*V), without shared memory. span_left_halo, for the lanes whose
-// window reaches before the span (lane*V < K; the caller tests it): the x values at span offsets
-// lane*V + k - K < 0 (the initial state or 0 before the row start); hl[k] keeps its value at the
-// others.
+// vector j at s0 + (j*WS + lane)*V), without shared memory. span_left_halo: hl[k] = the x value
+// at span offset lane*V + k - K where that is < 0 (what span_x_before reads; other entries are
+// left undefined). Lanes m < K load x at s0 - K + m (the initial state or 0 before the row start)
+// and every lane takes its values by shuffles: one divergent load for the warp instead of K
+// serial ones in its first lane.
 template <typename T, int K, int KA>
 CCV_DEV void span_left_halo(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t s0, int lane,
                             float (&hl)[KA]) {
-  constexpr int V = Tr<T>::V;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t p = s0 + lane * V + k - K;
-    if (p < s0) hl[k] = p >= 0 ? ldf<T>(P.x, xrow + p) : row_halo<T>(P, rc, d, p, K);
+  constexpr int V = Tr<T>::V, WS = CCV_WARP;
+  float xl = 0.f;
+  if (lane < K) {
+    const int64_t p = s0 - K + lane;
+    xl = p >= 0 ? ldf<T>(P.x, xrow + p) : row_halo<T>(P, rc, d, p, K);
   }
+#pragma unroll
+  for (int k = 0; k < K; ++k) hl[k] = ccv_shfl(xl, min(k + lane * V, WS - 1));
 }
 // The K x values before the lane's vector j, xw[0..K), from the lanes before by shuffles of
 // their own values (xw[K..K+V), unpacked by the caller). Lane 0 of vector j > 0 takes lane WS-1

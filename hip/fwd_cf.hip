@@ -174,9 +174,7 @@ CCV_DEV void fwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
 #pragma unroll
   for (int j = 0; j < IT; ++j) rx[j] = ccv_ld16((const T*)P.x + xrow + s0 + (int64_t)(j * WS + lane) * V);
   float hl[KA], wrap[KA];
-#pragma unroll
-  for (int k = 0; k < K; ++k) hl[k] = 0.f;
-  if (lane * V < K) span_left_halo<T, K, KA>(P, rc, d, xrow, s0, lane, hl);
+  span_left_halo<T, K, KA>(P, rc, d, xrow, s0, lane, hl);
   const bool live = rc.g.valid;
 #pragma unroll
   for (int j = 0; j < IT; ++j) {

@@ -697,11 +697,11 @@ fn cf_warp_spans(inp: &ConvInputs, views: &[&View], faster: bool, dev: &DeviceIn
     }
 }
 
-/// The backward on `ccv1d_bwd_cfw_*` for W <= 6 (bf16 4x5376x4096 W=4 220.9 -> 189.2 us, W=6
-/// 230.6 -> 220.7, 8x2048x1024 64.1 -> 40.0; W=7 / 8 slower: 263.8 / 325.6 against 251.2 /
-/// 269.0).
+/// The backward on `ccv1d_bwd_cfw_*`, every width (bf16 4x5376x4096 W=4 220.9 -> 189.2 us, W=6
+/// 230.6 -> 220.7, 8x2048x1024 64.1 -> 40.0; W=7 / 8 since session 9's span halos by shuffles:
+/// 206.7 / 225.9 against 251.2 / 269.1 on `bwd_cf`, f32 364.0 / 364.1 against 385.0 / 411.7).
 fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
-    cf_warp_spans(&p.inp, &[&p.inp.x, &p.dout, &p.dx], p.inp.width <= 6, dev)
+    cf_warp_spans(&p.inp, &[&p.inp.x, &p.dout, &p.dx], true, dev)
 }
 
 /// The forward on `ccv1d_fwd_cfw_*`: 16-bit only, at W >= 6 (bf16 4x5376x4096 W=8 130.8 ->
@@ -1360,9 +1360,9 @@ mod tests {
                 let names: Vec<_> = v.iter().map(|l| l.kernel.clone()).collect();
                 // channel-last: the streaming kernel when every tensor is on the vector path
                 // channel-first: warp spans for rows of whole vectors and at least one span
-                // (32 lanes x 2 vectors x 8 = 512 tokens) up to W = 6 (bf16); else rows shorter
-                // than half a tile: several rows per block
-                let warp = lay == 0 && w <= 6 && l % 8 == 0 && l >= 512;
+                // (32 lanes x 2 vectors x 8 = 512 tokens, bf16); else rows shorter than half a
+                // tile: several rows per block
+                let warp = lay == 0 && l % 8 == 0 && l >= 512;
                 let short = lay == 0 && params_of(&v[0]).rows_log2 > 0;
                 assert_eq!(short, lay == 0 && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
                 let tag = if lay == 0 {

@@ -441,10 +441,10 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 
 // ccv1d_bwd_cfw_*: the backward of simple rows (rows mode, no seq_idx) on the vector path with
 // L % V == 0 and L >= SPAN, in warp spans only (kernels.rs bwd_warp_spans takes it wherever it
-// can run: measured faster than bwd_cf at every width). A block covers channel d, batch rows [bg*G, bg*G + G) and one
-// chunk; its work is the G x (chunk / SPAN) spans, taken by its warps in turn (warp wid: spans
-// wid, wid + NW, ...), so short rows fill a block with several rows. One weight load and one
-// dweight/dbias partial per block, stored as in bwd_cf.
+// can run: measured faster than bwd_cf at every width). A block covers channel d, batch rows
+// [bg*G, bg*G + G) and one chunk; its work is the G x (chunk / SPAN) spans, taken by its warps
+// in turn (warp wid: spans wid, wid + NW, ...), so short rows fill a block with several rows.
+// One weight load and one dweight/dbias partial per block, stored as in bwd_cf.
 template <typename T, int W>
 CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   constexpr int V = Tr<T>::V, NT = CCV_NT_bwd_cfw, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;

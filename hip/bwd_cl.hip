@@ -205,14 +205,17 @@ CCV_INSTANTIATE_W(bwd_cl)
 // ---------------------------------------------------------------------------------------------
 // bwd_cls: the channel-last backward of simple rows (no seq_idx / cu_seqlens) on the vector path
 // (dim % 4 == 0), streamed through registers like fwd_cl: block = (b, chunk, tile of CL_CC
-// channels) sized by kernels.rs's fwd_cl_geometry; thread = (CV = 4 or 2 channels, lane), lane i
-// owns the tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over [s0, s1 + K) with x(q-K..q) and
-// g(q-K..q) windows in registers (x from s0 - K: initial state or 0 before the row start):
+// channels) sized by kernels.rs's cl_stream_geometry; thread = (CV = 4 or 2 channels, lane),
+// lane i owns the tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over [s0, s1 + K)
+// with x(q-K..q) and g(q-K..q) windows in registers (x from s0 - K: initial state or 0 before the
+// row start):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
 //   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0.
-// Loads run U tokens ahead (x and dout; with SiLU the next U are in flight during a step's
-// math). The lanes' partials of a channel are added in a fixed order and written to
-// ws[(b*n_chunks + chunk), c, 0..W] like bwd_cl's.
+// x and dout arrive R tokens ahead through the thread's own slots of a shared-memory ring of
+// asynchronous copies (R = CCV_CL_RING_bwd_*, instances.h), or, where R = 0, U tokens ahead in
+// registers (with SiLU the next U are in flight during a step's math). The lanes' partials of a
+// channel are added in a fixed order and written to ws[(b*n_chunks + chunk), c, 0..W] like
+// bwd_cl's.
 template <typename T, int W, bool SILU>
 CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
   constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16;
@@ -368,40 +371,40 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
         }
         ccv_cp_wait<0>();
       } else {
-      // with SiLU the next step's loads are issued before this step's math (instances.h)
-      constexpr bool PF = SILU;
-      typename Q::raw rx[U], ry[U];
-      const T* xc = xp + s0 * xt;
-      const T* yc = yp + s0 * yt;
-      if (PF) fetch(s0, xc, yc, rx, ry);
-      for (int64_t q0 = s0; q0 < qend; q0 += U) {
-        typename Q::raw nx[U], ny[U];
-        if (PF) {
-          fetch(q0 + U, xc + U * xt, yc + U * yt, nx, ny);
-        } else {
-          fetch(q0, xc, yc, rx, ry);
-        }
-        xc += U * xt;
-        yc += U * yt;
-        if (q0 >= s0 + K && q0 + U <= s1) {  // the bulk of the walk: every token stores and adds
+        // with SiLU the next step's loads are issued before this step's math (instances.h)
+        constexpr bool PF = SILU;
+        typename Q::raw rx[U], ry[U];
+        const T* xc = xp + s0 * xt;
+        const T* yc = yp + s0 * yt;
+        if (PF) fetch(s0, xc, yc, rx, ry);
+        for (int64_t q0 = s0; q0 < qend; q0 += U) {
+          typename Q::raw nx[U], ny[U];
+          if (PF) {
+            fetch(q0 + U, xc + U * xt, yc + U * yt, nx, ny);
+          } else {
+            fetch(q0, xc, yc, rx, ry);
+          }
+          xc += U * xt;
+          yc += U * yt;
+          if (q0 >= s0 + K && q0 + U <= s1) {  // the bulk of the walk: every token stores and adds
 #pragma unroll
-          for (int u = 0; u < U; ++u) token(q0 + u, rx[u], ry[u], true, true);
-        } else {
+            for (int u = 0; u < U; ++u) token(q0 + u, rx[u], ry[u], true, true);
+          } else {
 #pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const int64_t q = q0 + u;
-            if (q >= qend) break;
-            token(q, rx[u], ry[u], q < s1, q - K >= s0);
+            for (int u = 0; u < U; ++u) {
+              const int64_t q = q0 + u;
+              if (q >= qend) break;
+              token(q, rx[u], ry[u], q < s1, q - K >= s0);
+            }
+          }
+          if (PF) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+              rx[u] = nx[u];
+              ry[u] = ny[u];
+            }
           }
         }
-        if (PF) {
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            rx[u] = nx[u];
-            ry[u] = ny[u];
-          }
-        }
-      }
       }
     }
   }

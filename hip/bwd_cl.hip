@@ -216,14 +216,20 @@ CCV_INSTANTIATE_W(bwd_cl)
 // registers (with SiLU the next U are in flight during a step's math). The lanes' partials of a
 // channel are added in a fixed order and written to ws[(b*n_chunks + chunk), c, 0..W] like
 // bwd_cl's.
+// channels per thread and ring depth (tokens in flight; 0: registers) of bwd_cls (instances.h)
+template <typename T, int W> struct ClsCfg {
+  static constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16;
+  static constexpr int R = sizeof(T) == 4 ? CCV_CL_RING_bwd_f32(W) : CCV_CL_RING_bwd_16(W);
+};
+
 template <typename T, int W, bool SILU>
 CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
-  constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16;
+  constexpr int CV = ClsCfg<T, W>::CV;
   constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, G = CC / CV, LANES = NT / G;
   constexpr int U = SILU ? CCV_CL_AHEAD_bwd_silu(W) : CCV_CL_AHEAD_bwd;
   static_assert(NT % G == 0, "tile shape");
   typedef QN<T, CV> Q;
-  constexpr int R = sizeof(T) == 4 ? CCV_CL_RING_bwd_f32(W) : CCV_CL_RING_bwd_16(W);  // 0: registers
+  constexpr int R = ClsCfg<T, W>::R;
   static_assert(sizeof(typename Q::raw) == 8, "ring slots are 8 bytes");
   float* red = (float*)smem;  // [LANES][CC][W + 1] after the walk
   typename Q::raw* ring = (typename Q::raw*)smem;  // [R][2][NT] during the walk
@@ -428,9 +434,8 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
 // the activation is a compile-time choice: no per-element test in the walk
 template <typename T, int W>
 CCV_DEV void bwd_cls_body(const ccv_params& P) {
-  constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16, NT = CCV_NT_bwd_cls;
-  constexpr int LANES = NT / (CCV_CL_CC / CV), RED = LANES * CCV_CL_CC * (W + 1) * 4;
-  constexpr int RING = (sizeof(T) == 4 ? CCV_CL_RING_bwd_f32(W) : CCV_CL_RING_bwd_16(W)) * 2 * NT * 8;
+  constexpr int NT = CCV_NT_bwd_cls, LANES = NT / (CCV_CL_CC / ClsCfg<T, W>::CV);
+  constexpr int RED = LANES * CCV_CL_CC * (W + 1) * 4, RING = ClsCfg<T, W>::R * 2 * NT * 8;
   __shared__ float4 smem[(RED > RING ? RED : RING) / 16];
   if (P.flags & CCV_F_SILU) {
     bwd_cls_rows<T, W, true>(P, smem);

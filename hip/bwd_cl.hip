@@ -202,10 +202,16 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
 
 CCV_INSTANTIATE_W(bwd_cl)
 
+// channels per thread and ring depth (tokens in flight; 0: registers) of bwd_cls (instances.h)
+template <typename T, int W> struct ClsCfg {
+  static constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16(W);
+  static constexpr int R = sizeof(T) == 4 ? CCV_CL_RING_bwd_f32(W) : CCV_CL_RING_bwd_16(W);
+};
+
 // ---------------------------------------------------------------------------------------------
 // bwd_cls: the channel-last backward of simple rows (no seq_idx / cu_seqlens) on the vector path
 // (dim % 4 == 0), streamed through registers like fwd_cl: block = (b, chunk, tile of CL_CC
-// channels) sized by kernels.rs's cl_stream_geometry; thread = (CV = 4 or 2 channels, lane),
+// channels) sized by kernels.rs's cl_stream_geometry; thread = (CV = 4 or 2 channels, ClsCfg),
 // lane i owns the tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over [s0, s1 + K)
 // with x(q-K..q) and g(q-K..q) windows in registers (x from s0 - K: initial state or 0 before the
 // row start):
@@ -216,12 +222,6 @@ CCV_INSTANTIATE_W(bwd_cl)
 // registers (with SiLU the next U are in flight during a step's math). The lanes' partials of a
 // channel are added in a fixed order and written to ws[(b*n_chunks + chunk), c, 0..W] like
 // bwd_cl's.
-// channels per thread and ring depth (tokens in flight; 0: registers) of bwd_cls (instances.h)
-template <typename T, int W> struct ClsCfg {
-  static constexpr int CV = sizeof(T) == 4 ? CCV_CL_BWD_CV_f32 : CCV_CL_BWD_CV_16;
-  static constexpr int R = sizeof(T) == 4 ? CCV_CL_RING_bwd_f32(W) : CCV_CL_RING_bwd_16(W);
-};
-
 template <typename T, int W, bool SILU>
 CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
   constexpr int CV = ClsCfg<T, W>::CV;
@@ -230,7 +230,7 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
   static_assert(NT % G == 0, "tile shape");
   typedef QN<T, CV> Q;
   constexpr int R = ClsCfg<T, W>::R;
-  static_assert(sizeof(typename Q::raw) == 8, "ring slots are 8 bytes");
+  constexpr int SLOT = sizeof(typename Q::raw);  // 8 or 4 bytes
   float* red = (float*)smem;  // [LANES][CC][W + 1] after the walk
   typename Q::raw* ring = (typename Q::raw*)smem;  // [R][2][NT] during the walk
 
@@ -349,8 +349,8 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
         int64_t qi = s0;
         auto issue = [&](int slot) {
           const bool in = qi < qload;
-          ccv_cp8(&ring[(2 * slot) * NT + tid], xi, in);
-          ccv_cp8(&ring[(2 * slot + 1) * NT + tid], yi, in);
+          ccv_cp<SLOT>(&ring[(2 * slot) * NT + tid], xi, in);
+          ccv_cp<SLOT>(&ring[(2 * slot + 1) * NT + tid], yi, in);
           ccv_cp_commit();
           ++qi;
           xi += xt;
@@ -434,8 +434,8 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
 // the activation is a compile-time choice: no per-element test in the walk
 template <typename T, int W>
 CCV_DEV void bwd_cls_body(const ccv_params& P) {
-  constexpr int NT = CCV_NT_bwd_cls, LANES = NT / (CCV_CL_CC / ClsCfg<T, W>::CV);
-  constexpr int RED = LANES * CCV_CL_CC * (W + 1) * 4, RING = ClsCfg<T, W>::R * 2 * NT * 8;
+  constexpr int NT = CCV_NT_bwd_cls, CV = ClsCfg<T, W>::CV, LANES = NT / (CCV_CL_CC / CV);
+  constexpr int RED = LANES * CCV_CL_CC * (W + 1) * 4, RING = ClsCfg<T, W>::R * 2 * NT * CV * sizeof(T);
   __shared__ float4 smem[(RED > RING ? RED : RING) / 16];
   if (P.flags & CCV_F_SILU) {
     bwd_cls_rows<T, W, true>(P, smem);

@@ -91,16 +91,21 @@ __device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {
 }
 
 // Per-thread asynchronous copies global -> shared (a ring of loads in flight that holds no
-// registers): ccv_cp8 copies 8 bytes, or writes 8 zero bytes without reading when !in;
+// registers): ccv_cp<N> copies N = 4 or 8 bytes, or writes N zero bytes without reading when !in;
 // ccv_cp_commit closes a group of copies; ccv_cp_wait<N>() returns once at most the N latest
 // groups of this thread are still in flight, their data then visible to this thread. NVIDIA:
 // cp.async (sm_80+). AMD: a plain load and shared store, so the copy is complete on return.
-__device__ __forceinline__ void ccv_cp8(void* smem, const void* g, bool in) {
+template <int N> __device__ __forceinline__ void ccv_cp(void* smem, const void* g, bool in) {
+  static_assert(N == 4 || N == 8, "ccv_cp: 4 or 8 bytes");
 #if defined(CCV_CUDA)
   const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(g), "r"(in ? 8 : 0) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(s), "l"(g), "n"(N), "r"(in ? N : 0) : "memory");
 #else
-  *(uint2*)smem = in ? *(const uint2*)g : make_uint2(0u, 0u);
+  if constexpr (N == 8) {
+    *(uint2*)smem = in ? *(const uint2*)g : make_uint2(0u, 0u);
+  } else {
+    *(uint32_t*)smem = in ? *(const uint32_t*)g : 0u;
+  }
 #endif
 }
 __device__ __forceinline__ void ccv_cp_commit() {

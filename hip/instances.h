@@ -62,9 +62,9 @@
 // choice), 3 (170: 162 used, no spills) for W = 8 (4x5376x4096 486.5 -> 401.9 us; 200 bytes
 // spilled at 4);
 // 16-bit bwd_cls: 4 (128) for W <= 2 (bf16 W = 3 354.8 -> 275.4 us in session 6), 3 (168) for
-// W = 3-6, the widths with the shared-memory ring (W = 4 with the ring: 219.2 at 3, 234.6 at 4;
-// W = 5 without it, session 7: 487.7 -> 408.1), else 1 (W >= 7 spill heavily at 3) —
-// 4x5376x4096 bwd bf16 0.260 -> 0.234 ms against ptxas's own choice; f32 bwd_cl: 4 = 128;
+// W >= 3, the widths with the shared-memory ring (W = 4 with the ring: 219.2 at 3, 234.6 at 4;
+// with 2 channels per thread at W >= 5, session 10: W = 7 233.1 at 3 against 246.3 at 4 (spills),
+// W = 8 254.6 / 258.8, W = 5 / 6 equal); f32 bwd_cl: 4 = 128;
 // 16-bit bwd_cl: 5 = 102),
 // fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (not tuned on their own; 40-48 / 64-72 registers,
 // no spills up to W = 6 in bwd_cfw);
@@ -147,10 +147,10 @@
 #define CCV_LB_bwd_cls_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 4 ? 5 : (W) <= 7 ? 4 : 3)
 #endif
 #ifndef CCV_LB_bwd_cls_f16
-#define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : (W) <= 6 ? 3 : 1)
+#define CCV_LB_bwd_cls_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : 3)
 #endif
 #ifndef CCV_LB_bwd_cls_bf16
-#define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : (W) <= 6 ? 3 : 1)
+#define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : 3)
 #endif
 #ifndef CCV_LB_update_f32
 #define CCV_LB_update_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
@@ -229,14 +229,16 @@
 #ifndef CCV_CL_RING_bwd_f32
 #define CCV_CL_RING_bwd_f32(W) ((W) == 5 || (W) == 6 ? 0 : (W) == 8 ? 8 : 4)
 #endif
-// channels per bwd_cls thread (4 or 2), per x element size: f32 with 2 (8-byte accesses, 96
-// registers at W = 4) ran 4x5376x4096 bwd in 0.449 ms against 0.533 with 4; bf16 with 4 in 0.370
-// against 0.409 (H100, docs/perf.md)
+// channels per bwd_cls thread (4 or 2), per x element size and width: f32 with 2 (8-byte
+// accesses, 96 registers at W = 4) ran 4x5376x4096 bwd in 0.449 ms against 0.533 with 4; 16-bit
+// with 4 up to W = 4 (bf16 W = 4 with the ring 213.1 against 229.9 us with 2), with 2 above: the
+// window's registers leave room for the ring (bf16 W = 5 217.0 against 226.1, W = 7 233.1 against
+// 248.1, W = 8 254.6 against 265.5; H100, docs/perf.md, sessions 9-10)
 #ifndef CCV_CL_BWD_CV_f32
 #define CCV_CL_BWD_CV_f32 2
 #endif
 #ifndef CCV_CL_BWD_CV_16
-#define CCV_CL_BWD_CV_16 4
+#define CCV_CL_BWD_CV_16(W) ((W) >= 5 ? 2 : 4)
 #endif
 
 // Staged decode step (step_body in misc.hip): shared-memory bytes and the most batch rows

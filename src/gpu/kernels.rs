@@ -146,7 +146,8 @@ pub const CF_ITEMS: i64 = 2;
 pub const CL_TT: i64 = 64;
 pub const CL_CC: i64 = 64;
 /// Smallest chunk of the streaming channel-last kernels: a multiple of their lanes per block
-/// (fwd_cl 8, 16-bit bwd_cls 8, f32 bwd_cls 4), so every lane gets chunk / lanes tokens.
+/// (fwd_cl 8; bwd_cls: 16-bit 8, or 4 with 2 channels per thread at W >= 5, f32 4), so every lane
+/// gets chunk / lanes tokens.
 pub const CL_SUB: i64 = 8;
 /// Staged decode step: shared-memory bytes per block and most batch rows per block
 /// (`CCV_UPD_SMEM`, `CCV_UPD_ROWS`).
@@ -375,9 +376,8 @@ pub struct ClFit {
 
 /// The streaming channel-last kernels' fit. Blocks per SM: the forward's launch bounds (6 for
 /// W <= 4, else 4); the backward's f32 ones (5, else 4; W = 8 is bound to 3 but was measured with
-/// the chunks of 4); 16-bit backward: its launch bounds for W <= 6 (4 for W <= 2, 3 for W = 3-6,
-/// the widths with the shared-memory ring), its registers above (ptxas, sm_90: 248-255, 128
-/// threads per block). Chunks, as measured on the H100 (docs/perf.md, session 9; 4x5376x4096
+/// the chunks of 4); 16-bit backward: its launch bounds (4 for W <= 2, 3 above, the widths with
+/// the shared-memory ring). Chunks, as measured on the H100 (docs/perf.md, session 9; 4x5376x4096
 /// SiLU, us): one wave for the 16-bit forward (bf16 W = 4 138.1 -> 132.1, W = 5 146.2 -> 138.0)
 /// and the f32 backward (W = 4 384.0 -> 376.7); the f32 forward keeps the wave-quantized cost (W
 /// = 4 258.1 against 268.3 in one wave); the 16-bit backward one wave (8x2048x1024 bf16 54.2 ->
@@ -391,8 +391,7 @@ fn cl_fit(backward: bool, dt: DType, width: i64) -> ClFit {
         (false, _) => (if width <= 4 { 6 } else { 4 }, Some(wide)),
         (true, DType::F32) => (if width <= 4 { 5 } else { 4 }, Some(wide)),
         (true, _) if width <= 2 => (4, None),
-        (true, _) if width <= 4 => (3, Some(2048)),
-        (true, _) => (if width <= 6 { 3 } else { 2 }, Some(wide)),
+        (true, _) => (3, Some(if width <= 4 { 2048 } else { wide })),
     };
     ClFit { blocks_per_sm, one_wave }
 }
@@ -1055,6 +1054,14 @@ mod tests {
         }
     }
 
+    /// The values a conditional macro can take: the numbers after each `?` and `:` of its body.
+    fn header_macro_arms(text: &str, name: &str) -> Vec<i64> {
+        let line = text.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("{name} missing"));
+        let body = line[format!("#define {name} ").len()..].split("//").next().unwrap();
+        let arm = |s: &str| s.trim_start().split(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok());
+        body.split(['?', ':']).skip(1).filter_map(arm).collect()
+    }
+
     #[test]
     fn flags_and_shapes_match_headers() {
         let flags = [
@@ -1083,8 +1090,11 @@ mod tests {
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
         // the streaming channel-last kernels split a chunk evenly over their lanes:
-        // lanes = NT / (CL_CC / channels per thread); fwd_cl takes 4 channels per thread
-        for cv in [4, header_define(INSTANCES_H, "CCV_CL_BWD_CV_f32"), header_define(INSTANCES_H, "CCV_CL_BWD_CV_16")] {
+        // lanes = NT / (CL_CC / channels per thread); fwd_cl takes 4 channels per thread, 16-bit
+        // bwd_cls one of the arms of its per-width choice
+        let cv16 = header_macro_arms(INSTANCES_H, "CCV_CL_BWD_CV_16(W)");
+        assert!(!cv16.is_empty());
+        for cv in [vec![4, header_define(INSTANCES_H, "CCV_CL_BWD_CV_f32")], cv16].concat() {
             let lanes = NT as i64 / (CL_CC / cv);
             assert_eq!(CL_SUB % lanes, 0, "CL_SUB {CL_SUB} against {lanes} lanes");
         }

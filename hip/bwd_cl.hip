@@ -211,10 +211,10 @@ template <typename T, int W> struct ClsCfg {
 // ---------------------------------------------------------------------------------------------
 // bwd_cls: the channel-last backward of simple rows (no seq_idx / cu_seqlens) on the vector path
 // (dim % 4 == 0), streamed through registers like fwd_cl: block = (b, chunk, tile of CL_CC
-// channels) sized by kernels.rs's cl_stream_geometry; thread = (CV = 4 or 2 channels, ClsCfg),
-// lane i owns the tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over [s0, s1 + K)
-// with x(q-K..q) and g(q-K..q) windows in registers (x from s0 - K: initial state or 0 before the
-// row start):
+// channels) sized by kernels.rs's cl_stream_geometry; thread = (CV = 4 or 2 channels as ClsCfg
+// says, lane), lane i owns the tokens [s0, s1) = [cbeg + i*S, cbeg + (i+1)*S). It walks q over
+// [s0, s1 + K) with x(q-K..q) and g(q-K..q) windows in registers (x from s0 - K: initial state or
+// 0 before the row start):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
 //   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0.
 // x and dout arrive R tokens ahead through the thread's own slots of a shared-memory ring of

@@ -5,7 +5,7 @@
 // vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_shfl (value of lane src), ccv_f16/ccv_bf16
 // storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
 // vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses),
-// ccv_cp8/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
+// ccv_cp<N>/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
 // CCV_EXTERN_KERNEL.
 #pragma once
 

@@ -38,14 +38,8 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
   const int64_t c0 = ct * CC, c = c0 + cl;
   const bool cok = c < D;
 
-  WArr<W> wa;
+  WArr<W> wa;  // loaded after the first tile's staging (below): one memory round trip less
   float bias = 0.f;
-  if (cok) {
-    load_weights<W>(P, c, wa.w, bias);
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) wa.w[k] = 0.f;
-  }
   const RowCtx rc = row_ctx(P, b);
   const bool row_ok = rc.g.valid;
 
@@ -59,6 +53,14 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
     // ---- 1. staging and per-row flags
     stage_cl<T, XROWS, CC, NT, K, SB>(P, P.x, P.x_s, true, rc, xs4, b, t0 - K, c0, vec);
     stage_cl<T, GROWS, CC, NT, K, SB>(P, P.dout, P.dout_s, false, rc, gs4, b, t0, c0, vec);
+    if (t0 == cbeg) {
+      if (cok) {
+        load_weights<W>(P, c, wa.w, bias);
+      } else {
+#pragma unroll
+        for (int k = 0; k < W; ++k) wa.w[k] = 0.f;
+      }
+    }
     for (int i = tid; i < GROWS; i += NT) {
       const int64_t t = t0 + i;
       bool gpl = false, dpl = false;
@@ -256,8 +258,7 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
 
   if (active) {
     float w[CV][W], bias[CV];
-#pragma unroll
-    for (int ch = 0; ch < CV; ++ch) load_weights<W>(P, c + ch, w[ch], bias[ch]);
+    load_weights_c<W, CV>(P, c, CV, w, bias);
     const RowCtx rc = row_ctx(P, b);
     const bool live = rc.g.valid;  // a skipped row: g = 0, dx = 0, no partials
     const T* xp = (const T*)P.x + b * P.x_s[0] + c;

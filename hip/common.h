@@ -150,20 +150,33 @@ CCV_DEV uint32_t ld_bits_dt(const void* base, int64_t off, int dt) {
 CCV_DEV float bits_to_f(uint32_t u, int dt) {
   return dt == CCV_DT_F32 ? ccv_u2f(u) : dt == CCV_DT_BF16 ? ccv_bf2f((uint16_t)u) : ccv_h2f((uint16_t)u);
 }
-template <int W> CCV_DEV void load_weights(const ccv_params& P, int64_t d, float* w, float& bias) {
-  uint32_t u[W + 1];
+// The weights and bias of channels d0 .. d0 + C - 1 (those from `n` on get 0): every load is
+// issued before the first conversion. A conversion (a branch per run-time dtype) between two
+// channels' loads made them C memory round trips one after the other (the decode step's 4).
+template <int W, int C>
+CCV_DEV void load_weights_c(const ccv_params& P, int64_t d0, int n, float (*w)[W], float* bias) {
+  uint32_t u[C][W + 1];
   // (ld_bits_dt written out: calling it here changed bwd_cf's SASS, a version not timed)
-  const bool f32w = P.w_dtype == CCV_DT_F32;
+  const bool f32w = P.w_dtype == CCV_DT_F32, has_bias = P.flags & CCV_F_BIAS;
 #pragma unroll
-  for (int k = 0; k < W; ++k) {
-    const int64_t off = d * P.w_s[0] + k * P.w_s[1];
-    u[k] = f32w ? ((const uint32_t*)P.weight)[off] : (uint32_t)((const uint16_t*)P.weight)[off];
+  for (int c = 0; c < C; ++c) {
+    const bool on = c < n;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      const int64_t off = (d0 + c) * P.w_s[0] + k * P.w_s[1];
+      u[c][k] = !on ? 0u : f32w ? ((const uint32_t*)P.weight)[off] : (uint32_t)((const uint16_t*)P.weight)[off];
+    }
+    u[c][W] = on && has_bias ? ld_bits_dt(P.bias, (d0 + c) * P.bias_s, P.b_dtype) : 0u;
   }
-  const bool has_bias = P.flags & CCV_F_BIAS;
-  u[W] = has_bias ? ld_bits_dt(P.bias, d * P.bias_s, P.b_dtype) : 0u;
 #pragma unroll
-  for (int k = 0; k < W; ++k) w[k] = bits_to_f(u[k], P.w_dtype);
-  bias = has_bias ? bits_to_f(u[W], P.b_dtype) : 0.f;
+  for (int c = 0; c < C; ++c) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) w[c][k] = bits_to_f(u[c][k], P.w_dtype);
+    bias[c] = has_bias ? bits_to_f(u[c][W], P.b_dtype) : 0.f;
+  }
+}
+template <int W> CCV_DEV void load_weights(const ccv_params& P, int64_t d, float* w, float& bias) {
+  load_weights_c<W, 1>(P, d, 1, (float(*)[W])w, &bias);
 }
 
 // ------------------------------------------------------------------ sequences and slots
@@ -423,22 +436,36 @@ CCV_DEV void stage_cl(const ccv_params& P, const void* src, const int64_t* st, b
     }
     return;
   }
-  for (int i = threadIdx.x; i < LT; i += NT) {
-    const int row = i / G, g2 = i % G;
-    const int64_t p = p0 + row, cc = c0 + g2 * V;
-    float v[V];
-    if (p >= 0 && p < L) {
-      if (vec && cc + V <= D) {
-        ldv<T>(src, base + p * s2 + cc, v);
+  // Edge tiles: NB vectors per thread gathered before their stores too (one at a time, each load
+  // waited for its store: a memory round trip per vector, seeds Tiny's whole tile)
+  constexpr int NB = LI < BATCH ? LI : BATCH;
+#pragma unroll 1
+  for (int b0 = 0; b0 < LI; b0 += NB) {
+    float v[NB][V];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const int i = (b0 + j) * NT + threadIdx.x, row = i / G, g2 = i % G;
+      const int64_t p = p0 + row, cc = c0 + g2 * V;
+      if (b0 + j >= LI || i >= LT) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[j][e] = 0.f;
+      } else if (p >= 0 && p < L) {
+        if (vec && cc + V <= D) {
+          ldv<T>(src, base + p * s2 + cc, v[j]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) v[j][e] = cc + e < D ? ldf<T>(src, base + (cc + e) * s1 + p * s2) : 0.f;
+        }
       } else {
 #pragma unroll
-        for (int e = 0; e < V; ++e) v[e] = cc + e < D ? ldf<T>(src, base + (cc + e) * s1 + p * s2) : 0.f;
+        for (int e = 0; e < V; ++e) v[j][e] = (halo && p < 0 && cc + e < D) ? row_halo<T>(P, rc, cc + e, p, K) : 0.f;
       }
-    } else {
-#pragma unroll
-      for (int e = 0; e < V; ++e) v[e] = (halo && p < 0 && cc + e < D) ? row_halo<T>(P, rc, cc + e, p, K) : 0.f;
     }
-    st_sm4<V>(sm4, row * CC + g2 * V, v);
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const int i = (b0 + j) * NT + threadIdx.x;
+      if (b0 + j < LI && i < LT) st_sm4<V>(sm4, (i / G) * CC + (i % G) * V, v[j]);
+    }
   }
 }
 

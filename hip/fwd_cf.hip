@@ -48,9 +48,11 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int64_t L = active ? P.seqlen : 0;
 
+  // Weights: short rows (one tile per row) load them with the tile (below), so their loads
+  // overlap the tile's; long rows load them here (later cost fwd_cf spills at its 40 registers).
   WArr<W> wa;
   float bias;
-  load_weights<W>(P, d, wa.w, bias);
+  if (!SHORT) load_weights<W>(P, d, wa.w, bias);
   const float* w = wa.w;
   const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
   const int64_t orow = b * P.out_s[0] + d * P.out_s[1], os = P.out_s[2];
@@ -68,11 +70,16 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
       const int64_t rows[1] = {xrow}, strides[1] = {xs};
       ld_items_raw<T, IT, 1>(src, rows, strides, t0, tid, ntr, L, vec, raw);
     }
-    if (tid < HV && active) {  // halo after the tile's loads (its store waits for its load)
+    // the halo and (short rows) the weights after the tile's loads, stores and conversions after
+    // all of them: one memory round trip (weights converted before the tile's loads made it two)
+    const bool halo = tid < HV && active;
+    float hx = 0.f;
+    if (halo) {
       const int64_t p = t0 - HV + tid;
-      ((float*)xe4b)[((tid % E) / 4 * NS + sbase + tid / E) * 4 + (tid & 3)] =
-          p >= 0 ? ldf<T>(P.x, xrow + p * xs) : row_halo<T>(P, rc, d, p, K);
+      hx = p >= 0 ? ldf<T>(P.x, xrow + p * xs) : row_halo<T>(P, rc, d, p, K);
     }
+    if (SHORT && t0 == cbeg) load_weights<W>(P, d, wa.w, bias);
+    if (halo) ((float*)xe4b)[((tid % E) / 4 * NS + sbase + tid / E) * 4 + (tid & 3)] = hx;
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
       float xv[V];

@@ -65,7 +65,9 @@
 // W >= 3, the widths with the shared-memory ring (W = 4 with the ring: 219.2 at 3, 234.6 at 4;
 // with 2 channels per thread at W >= 5, session 10: W = 7 233.1 at 3 against 246.3 at 4 (spills),
 // W = 8 254.6 / 258.8, W = 5 / 6 equal); f32 bwd_cl: 4 = 128;
-// 16-bit bwd_cl: 5 = 102),
+// 16-bit bwd_cl: 5 = 102); 16-bit stepv: 6 (80) for W <= 4, 5 for W = 5, 4 above (its rows'
+// loads issued before the weights' took W = 4 from 79 to 92 registers and 5 blocks: B = 64 went
+// from one wave to two, bf16 5.4 -> 6.1 us; at 6 it is 5.2, B = 256 10.8, no spills),
 // fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (not tuned on their own; 40-48 / 64-72 registers,
 // no spills up to W = 6 in bwd_cfw);
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
@@ -171,10 +173,10 @@
 #define CCV_LB_stepv_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_stepv)
 #endif
 #ifndef CCV_LB_stepv_f16
-#define CCV_LB_stepv_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_stepv)
+#define CCV_LB_stepv_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_stepv, (W) <= 4 ? 6 : (W) == 5 ? 5 : 4)
 #endif
 #ifndef CCV_LB_stepv_bf16
-#define CCV_LB_stepv_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_stepv)
+#define CCV_LB_stepv_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_stepv, (W) <= 4 ? 6 : (W) == 5 ? 5 : 4)
 #endif
 #ifndef CCV_LB_step_bf16
 #define CCV_LB_step_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)

@@ -271,14 +271,11 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
   constexpr int K = W - 1, C = 4, RR = 2;  // 8 channels per 16-bit thread: 146 registers, slower
   typedef QN<T, C> Q;
   const bool silu = P.flags & CCV_F_SILU;
-  float w[C][W], bias[C];
-#pragma unroll
-  for (int c = 0; c < C; ++c) load_weights<W>(P, d0 + c, w[c], bias[c]);
-  for (int64_t bb = b0; bb < b1; bb += RR) {
-    // vector q of a row: position-major = position q of the 4 channels; channel-major = elements
-    // [4q, 4q+4) of the channels' concatenated SL-long rows
-    typename Q::raw raw[RR][SL], xr[RR];
-    int64_t o[RR];
+  // vector q of a row: position-major = position q of the 4 channels; channel-major = elements
+  // [4q, 4q+4) of the channels' concatenated SL-long rows
+  typename Q::raw raw[RR][SL], xr[RR];
+  int64_t o[RR];
+  auto load_rows = [&](int64_t bb) {
 #pragma unroll
     for (int j = 0; j < RR; ++j) {
       o[j] = bb + j < b1 ? update_slot_off(P, bb + j) : -1;  // < 0: padding row or past the block
@@ -288,6 +285,14 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
       for (int q = 0; q < SL; ++q) raw[j][q] = Q::ld(cs + (pm ? q * P.cs_s[2] : q * C));
       xr[j] = Q::ld((const T*)P.x + (bb + j) * P.x_s[0] + d0);
     }
+  };
+  // the first rows' loads go out before the weights' (converted on arrival): one memory round
+  // trip before the first store, not two (the usual grid gives each thread one row pair)
+  load_rows(b0);
+  float w[C][W], bias[C];
+  load_weights_c<W, C>(P, d0, C, w, bias);
+  for (int64_t bb = b0; bb < b1; bb += RR) {
+    if (bb != b0) load_rows(bb);
 #pragma unroll
     for (int j = 0; j < RR; ++j) {
       if (bb + j >= b1) break;

@@ -161,8 +161,8 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
   auto xf = [=](int i) { return xq(i >> 2) * 4 + (i & 3); };
   auto gf = [=](int i) { return gq(i >> 2) * 4 + (i & 3); };
   const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
-  const int64_t chunk = blk % nch;
-  const uint32_t rd = ((blk / nch) << rl) + sub;  // < 8 * MAX_BLOCKS < 2^32
+  const int64_t chunk = SHORT ? 0 : blk % nch;  // short rows: one chunk each (kernels.rs)
+  const uint32_t rd = ((SHORT ? blk : blk / nch) << rl) + sub;  // < 8 * MAX_BLOCKS < 2^32
   // the last block's spare sub-blocks only join the barriers
   const bool active = !SHORT || (uint64_t)rd < (uint64_t)P.batch * P.dim;
   // bwd_cf: the block walks P.brows consecutive batch rows of channel d (group bg) with one set

@@ -49,7 +49,8 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   const int64_t L = active ? P.seqlen : 0;
 
   // Weights: short rows (one tile per row) load them with the tile (below), so their loads
-  // overlap the tile's; long rows load them here (later cost fwd_cf spills at its 40 registers).
+  // overlap the tile's; long rows load them here (loaded later, they made fwd_cf spill at its
+  // 40 registers).
   WArr<W> wa;
   float bias;
   if (!SHORT) load_weights<W>(P, d, wa.w, bias);

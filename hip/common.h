@@ -437,7 +437,7 @@ CCV_DEV void stage_cl(const ccv_params& P, const void* src, const int64_t* st, b
     return;
   }
   // Edge tiles: NB vectors per thread gathered before their stores too (one at a time, each load
-  // waited for its store: a memory round trip per vector, seeds Tiny's whole tile)
+  // waited for its store: a memory round trip per vector). Not timed: no bench row runs bwd_cl.
   constexpr int NB = LI < BATCH ? LI : BATCH;
 #pragma unroll 1
   for (int b0 = 0; b0 < LI; b0 += NB) {

@@ -166,9 +166,14 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
   // the last block's spare sub-blocks only join the barriers
   const bool active = !SHORT || (uint64_t)rd < (uint64_t)P.batch * P.dim;
   // bwd_cf: the block walks P.brows consecutive batch rows of channel d (group bg) with one set
-  // of weights and one dweight/dbias partial (fewer blocks: less setup and reduction per tile)
+  // of weights and one dweight/dbias partial (fewer blocks: less setup and reduction per tile).
+  // bwd_cfs with P.brows = batch (a power of two <= 2^rl, kernels.rs): rows in channel-major
+  // order, so a block holds every batch row of its channels and stores dweight/dbias itself.
   const int G = SHORT ? 1 : max(P.brows, 1);
-  const int64_t d = active ? rd % dm : 0, bg = active ? rd / dm : 0;
+  const bool by_channel = SHORT && P.brows > 1;
+  const uint32_t rows_of_d = by_channel ? (uint32_t)P.brows : 1u;
+  const int64_t d = !active ? 0 : by_channel ? rd / rows_of_d : rd % dm;
+  const int64_t bg = !active ? 0 : by_channel ? rd % rows_of_d : rd / dm;
   const int f = P.flags;
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int64_t L = active ? P.seqlen : 0;
@@ -414,20 +419,20 @@ CCV_DEV void bwd_cf_rows(const ccv_params& P) {
     }
     return;
   }
-  // short rows: every thread's partials to shared memory, then one thread per (row, k) adds its
-  // row's ntr values in thread order
+  // short rows: every thread's partials to shared memory, then one thread per (sum, k) adds the
+  // values of its rows (by_channel: the rows_of_d rows of a channel, else one row) in thread order
   float* red = (float*)xb4;  // free after the loop's last barrier
 #pragma unroll
   for (int k = 0; k <= W; ++k) red[threadIdx.x * (W + 1) + k] = part[k];
   __syncthreads();
   const int i = threadIdx.x;
-  if (i < ((W + 1) << rl)) {
+  if (i < (int)(((W + 1) << rl) / rows_of_d)) {
     const int r = i / (W + 1), k = i % (W + 1);
-    const uint32_t rdr = ((blk / nch) << rl) + r;
+    const uint32_t rdr = ((blk / nch) << rl) + r * rows_of_d;  // the sum's first row
     if ((uint64_t)rdr < (uint64_t)P.batch * P.dim) {
       float acc = 0.f;
-      for (int t = r * ntr; t < (r + 1) * ntr; ++t) acc += red[t * (W + 1) + k];
-      const int64_t dr = rdr % dm, br = rdr / dm;
+      for (int t = r * rows_of_d * ntr; t < (r + 1) * rows_of_d * ntr; ++t) acc += red[t * (W + 1) + k];
+      const int64_t dr = by_channel ? rdr / rows_of_d : rdr % dm, br = by_channel ? 0 : rdr / dm;
       put_partial<W>(P, br * P.n_chunks + chunk, dr, k, acc);
     }
   }

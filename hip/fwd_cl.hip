@@ -1,4 +1,4 @@
-// Forward, channel-last, streamed through registers (no shared memory, no barriers).
+// Forward, channel-last, streamed through registers (shared memory holds only the tile's weights).
 // Block = (batch row b, chunk of `P.chunk` tokens, tile of CL_CC channels), as kernels.rs sizes it.
 // Thread = (4 channels, lane): CL_CC/4 channel groups x NT/(CL_CC/4) lanes; lane i walks the
 // tokens [cbeg + i*S, cbeg + (i+1)*S) of the chunk (S = chunk / lanes) with a sliding window of
@@ -16,8 +16,13 @@ constexpr int CL_CV = 4;  // channels per thread
 // One lane's walk over tokens [s0, s1) of channels c .. c+3 of row b. FAST (simple row, vector
 // path): U loads ahead, no sequence checks, the activation fixed at compile time (ACT = 1 SiLU,
 // 0 none); otherwise one token at a time with every check (ACT = -1: from the flags).
-template <typename T, int W, bool FAST, int ACT>
-CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, int64_t s1) {
+// Every thread of the block calls it with the same FAST (a lane with no token: live = false) and
+// meets its one barrier, which publishes sw, the tile's weights stored by `fill_sw`: FAST lanes
+// issue their first loads before the fill, so the weights' memory round trip and the data's
+// overlap.
+template <typename T, int W, bool FAST, int ACT, typename Fill>
+CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int64_t b, int64_t c, int64_t s0,
+                         int64_t s1, bool live) {
   constexpr int K = W - 1, CV = CL_CV;
   constexpr int U = sizeof(T) == 4 ? CCV_CL_AHEAD_f32(W) : CCV_CL_AHEAD_16(W);
   constexpr int UU = FAST ? U : 1;
@@ -27,16 +32,10 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, 
   const bool silu = ACT < 0 ? (f & CCV_F_SILU) != 0 : ACT == 1;
   const int nc = (int)min((int64_t)CV, P.dim - c);
   const bool vec = (f & CCV_F_VEC) && nc == CV;
-  float w[CV][W], bias[CV];
-#pragma unroll
-  for (int ch = 0; ch < CV; ++ch) {
-    if (ch < nc) {
-      load_weights<W>(P, c + ch, w[ch], bias[ch]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < W; ++k) w[ch][k] = 0.f;
-      bias[ch] = 0.f;
-    }
+  if (!FAST) {
+    fill_sw();
+    __syncthreads();
+    if (!live) return;
   }
   const int64_t xrow = b * P.x_s[0] + c * P.x_s[1], xc = P.x_s[1], xt = P.x_s[2];
   const int64_t orow = b * P.out_s[0] + c * P.out_s[1], oc = P.out_s[1], ot = P.out_s[2];
@@ -52,16 +51,21 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, 
       for (int ch = 0; ch < CV; ++ch) v[ch] = ch < nc ? ldf<T>(P.x, xrow + ch * xc + p * xt) : 0.f;
     }
   };
-  // window: win[k] = x(t - K + k); before the first token x(s0 - K .. s0 - 1)
+  // window: win[k] = x(t - K + k); before the first token x(s0 - K .. s0 - 1). FAST: raw loads
+  // (wraw), unpacked after the barrier: a 16-bit unpack right after its load waited for it
+  // before the next load was issued (one round trip per window token; H100 ncu, seeds' Tiny)
   float win[W][CV];
+  typename Q::raw wraw[W];
 #pragma unroll
   for (int k = 1; k <= K; ++k) {
     const int64_t p = s0 - K - 1 + k;
-    if (p >= 0) {
+    if (FAST && p >= 0) {
+      wraw[k] = live ? Q::ld((const T*)P.x + xrow + p * xt) : Q::zero();
+    } else if (p >= 0) {
       load(p, win[k]);
     } else {
 #pragma unroll
-      for (int ch = 0; ch < CV; ++ch) win[k][ch] = easy && ch < nc ? row_halo<T>(P, rc, c + ch, p, K) : 0.f;
+      for (int ch = 0; ch < CV; ++ch) win[k][ch] = easy && live && ch < nc ? row_halo<T>(P, rc, c + ch, p, K) : 0.f;
     }
   }
   // sequence tracking (not FAST): the segment of the current token (cu_seqlens) or the seq_idx
@@ -91,12 +95,27 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, 
   // always has loads in flight
   constexpr bool PF = FAST && (sizeof(T) == 4 ? CCV_CL_PREFETCH_f32 : CCV_CL_PREFETCH_16);
   typename Q::raw rx[UU];
-  if (PF) fetch(s0, rx);
+  if (FAST) {
+    if (live) fetch(s0, rx);
+    fill_sw();
+    __syncthreads();
+    if (!live) return;
+  }
+#pragma unroll
+  for (int k = 1; k <= K; ++k)
+    if (FAST && s0 - K - 1 + k >= 0) Q::unpack(wraw[k], win[k]);
+  float w[CV][W], bias[CV];  // from the block's shared copy (0 past the last channel)
+#pragma unroll
+  for (int ch = 0; ch < CV; ++ch) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) w[ch][k] = sw[ch * (W + 1) + k];
+    bias[ch] = sw[ch * (W + 1) + W];
+  }
   for (int64_t t = s0; t < s1; t += UU) {
     typename Q::raw nx[UU];
     if (PF) {
       fetch(t + UU, nx);
-    } else {
+    } else if (!FAST || t != s0) {  // (FAST: the first tokens were fetched before the barrier)
       fetch(t, rx);
     }
 #pragma unroll
@@ -158,7 +177,7 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, int64_t b, int64_t c, int64_t s0, 
 template <typename T, int W>
 CCV_DEV void fwd_cl_body(const ccv_params& P) {
   constexpr int NT = CCV_NT_fwd_cl, CC = CCV_CL_CC, G = CC / CL_CV, LANES = NT / G;
-  static_assert(NT % G == 0, "tile shape");
+  static_assert(NT % G == 0 && NT >= CC, "tile shape");
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
@@ -171,16 +190,34 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   const int64_t c = ct * CC + grp * CL_CV;
   const int64_t seglen = P.chunk / LANES;
   const int64_t s0 = chunk * P.chunk + lane * seglen, s1 = min(L, s0 + seglen);
-  if (c >= D || s0 >= s1) return;  // no barriers here: idle threads leave
+  // The tile's weights and biases, each loaded once by one thread: a thread loading its own 4
+  // channels waited 4 dependent round trips before its first data load (one per channel: the
+  // dtype conversion between them), which dominated small shapes (seeds' Tiny: 3.2-4.2 us).
+  __shared__ float sw[CC * (W + 1)];
+  auto fill_sw = [&]() {  // (the barrier is the walk's)
+    if (tid < CC) {
+      const int64_t d = ct * CC + tid;
+      float wt[W], bt = 0.f;
+#pragma unroll
+      for (int k = 0; k < W; ++k) wt[k] = 0.f;
+      if (d < D) load_weights<W>(P, d, wt, bt);
+#pragma unroll
+      for (int k = 0; k < W; ++k) sw[tid * (W + 1) + k] = wt[k];
+      sw[tid * (W + 1) + W] = bt;
+    }
+  };
+  const bool live = c < D && s0 < s1;
+  const float* swc = sw + grp * CL_CV * (W + 1);
+  // the same path for the whole block (the walk's barrier); D % 4 != 0 only with one token per row
   const bool simple = !(P.flags & (CCV_F_PACKED | CCV_F_SEQ_IDX));
-  if (simple && (P.flags & CCV_F_VEC) && c + CL_CV <= D && seg_by_index(P, b).valid) {
+  if (simple && (P.flags & CCV_F_VEC) && D % CL_CV == 0 && seg_by_index(P, b).valid) {
     if (P.flags & CCV_F_SILU) {
-      fwd_cl_walk<T, W, true, 1>(P, b, c, s0, s1);
+      fwd_cl_walk<T, W, true, 1>(P, swc, fill_sw, b, c, s0, s1, live);
     } else {
-      fwd_cl_walk<T, W, true, 0>(P, b, c, s0, s1);
+      fwd_cl_walk<T, W, true, 0>(P, swc, fill_sw, b, c, s0, s1, live);
     }
   } else {
-    fwd_cl_walk<T, W, false, -1>(P, b, c, s0, s1);
+    fwd_cl_walk<T, W, false, -1>(P, swc, fill_sw, b, c, s0, s1, live);
   }
 }
 

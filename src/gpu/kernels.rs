@@ -116,7 +116,8 @@ pub struct KParams {
     pub hi_bytes: i32,
     /// fwd_cf: a block covers `2^rows_log2` (batch, channel) rows of one chunk each (short rows).
     pub rows_log2: i32,
-    /// bwd_cf: consecutive batch rows a block walks (same channel, one dweight partial), >= 1.
+    /// bwd_cf: consecutive batch rows a block walks (same channel, one dweight partial), >= 1;
+    /// bwd_cfs: > 1 = the batch, rows in channel-major order (a block holds whole channels).
     pub brows: i32,
     pub pad0: i32,
 }
@@ -416,7 +417,7 @@ fn fwd_cfw_blocks_per_sm(width: i64) -> i64 {
 /// (steps + 1) per block slot. A row is `spans` units of work and a block does `per_step` at a
 /// time (bwd_cf: tiles, 1; the cfw kernels: warp spans, their warps), at most
 /// MAX_TILES_PER_BLOCK steps. `CCV1D_BWD_ROWS` overrides it (tuning).
-fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, slots: i64) -> i64 {
+fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, slots: i64, whole_batch_on_tie: bool) -> i64 {
     if g.n_chunks != 1 || batch <= 1 {
         return 1;
     }
@@ -429,7 +430,8 @@ fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, s
         let blocks = ceil_div(batch, rows).saturating_mul(dim);
         let steps = ceil_div(rows * spans, per_step);
         let cost = ceil_div(blocks, slots.max(1)).saturating_mul(steps + 1);
-        if cost < best.0 {
+        // backward: a tie with the whole batch goes to it (one partial row: no reduce launch)
+        if cost < best.0 || (whole_batch_on_tie && cost == best.0 && rows == batch) {
             best = (cost, rows);
         }
     }
@@ -599,7 +601,7 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         if warp {
             let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
             let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
-            g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots);
+            g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots, false);
             g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
         }
         let mut km = main_params(&k, &g, vec);
@@ -658,12 +660,19 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
     let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
     let rows_in = |unit: i64, per_step: i64| {
         let spans = ceil_div(g.chunk.min(inp.seqlen), unit);
-        cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots)
+        cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots, true)
     };
     if layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
         g.brows = rows_in(warp_span_tokens(inp.x.dtype, dev), NT as i64 / dev.warp_size.max(1) as i64);
-    } else if layout == Layout::ChannelFirst && short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype) == 0 {
-        g.brows = rows_in(tile_tokens(layout, inp.x.dtype), 1);
+    } else if layout == Layout::ChannelFirst {
+        let r = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype);
+        if r == 0 {
+            g.brows = rows_in(tile_tokens(layout, inp.x.dtype), 1);
+        } else if inp.batch > 1 && inp.batch & (inp.batch - 1) == 0 && inp.batch <= 1 << r {
+            // bwd_cfs: every batch row of a channel in one block (channel-major rows), so one
+            // partial row, stored directly: no reduce launch (seeds' Small bf16: 2 launches -> 1)
+            g.brows = inp.batch;
+        }
     }
     if layout == Layout::ChannelFirst {
         g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
@@ -1384,11 +1393,14 @@ mod tests {
                 };
                 let grouped = tag == "cf" || tag == "cfw";
                 // one partial row (batch 1 in one chunk, or every batch row in one bwd_cf /
-                // bwd_cfw block): dweight/dbias stored by the main kernel, no reduce
+                // bwd_cfw block, or in channel-major bwd_cfs blocks when the batch is a power of
+                // two up to 2^rows_log2): dweight/dbias stored by the main kernel, no reduce
                 let km = params_of(&v[0]);
                 let direct = km.n_partials == 1;
-                assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1));
-                assert!(km.brows >= 1 && (km.brows == 1 || grouped));
+                let whole_short = short && b > 1 && b & (b - 1) == 0 && b <= 1 << km.rows_log2;
+                assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1) || whole_short);
+                assert!(km.brows >= 1 && (km.brows == 1 || grouped || whole_short));
+                assert_eq!(whole_short, short && km.brows > 1);
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}")];
                 if !direct {
                     want.push("ccv1d_bwd_reduce".to_string());
@@ -1431,8 +1443,10 @@ mod tests {
         // one block (direct); f32, 16 spans: (21, 5), (11, 9), (6, 17) → 2; 8x600x2048 (ccv1d
         // test rows/grouped-bwd): 3 (groups of 3, 3, 2 rows); 8x2048x1024 bf16, 2 spans per row:
         // (16, 2), (8, 2), (4, 3), (2, 5) → 8; 4x4096x512: one span per row → 4. Long rows
-        // (several chunks) stay at one row; so do the rows of bwd_cfs (L = 64: shorter than a
-        // span) and of bwd_cf (W = 8)
+        // (several chunks) stay at one row; so do those of bwd_cf (W = 8). bwd_cfs (rows shorter
+        // than a span) takes every row of a channel when the batch is a power of two up to
+        // 2^rows_log2 (4x64x64: 4; 3x64x64: 1). Seeds' Small 2x64x256: f32 on warp spans, one
+        // span per row, 1 or 2 rows tie at (1, 2) → 2 (no reduce launch); bf16 bwd_cfs → 2
         for (dt, b, d, l, w, rows) in [
             (DType::BF16, 4, 5376, 4096, 4, 4),
             (DType::F32, 4, 5376, 4096, 4, 2),
@@ -1442,12 +1456,17 @@ mod tests {
             (DType::BF16, 8, 2048, 1024, 4, 8),
             (DType::BF16, 4, 4096, 512, 4, 4),
             (DType::BF16, 2, 64, 1 << 20, 4, 1),
-            (DType::BF16, 4, 64, 64, 4, 1),
+            (DType::BF16, 4, 64, 64, 4, 4),
+            (DType::BF16, 3, 64, 64, 4, 1),
+            (DType::F32, 2, 64, 256, 4, 2),
+            (DType::BF16, 2, 64, 256, 4, 2),
             (DType::BF16, 4, 5376, 4096, 8, 4),
         ] {
             let p = bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
-            let km = params_of(&bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0]);
+            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            let km = params_of(&v[0]);
             assert_eq!(km.brows as i64, rows, "{dt:?} {b}x{d}x{l} W={w}");
+            assert_eq!(v.len() == 1, km.n_partials == 1 && rows == b, "{dt:?} {b}x{d}x{l} W={w}: reduce launch iff partial rows");
         }
         // seq_idx or cu_seqlens keep channel-last on the tile kernel
         let mut p = bwd_plan(inputs(DType::BF16, 8, 2048, 1024, 4, cl(8, 2048, 1024)));
@@ -1462,7 +1481,7 @@ mod tests {
         assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_bwd_reduce", "ccv1d_bwd_states_f32"]);
         assert_eq!(params_of(&v[0]).n_partials, 0);
         // a workspace is required when there are partials
-        let p = bwd_plan(inputs(DType::F32, 2, 16, 10, 4, cf(2, 16, 10)));
+        let p = bwd_plan(inputs(DType::F32, 3, 16, 10, 4, cf(3, 16, 10)));
         assert_eq!(bwd_launches(&p, &h100(), 0).unwrap_err().status, CCV1D_ERR_WORKSPACE);
     }
 

@@ -153,27 +153,43 @@ CCV_DEV float bits_to_f(uint32_t u, int dt) {
 // The weights and bias of channels d0 .. d0 + C - 1 (those from `n` on get 0): every load is
 // issued before the first conversion. A conversion (a branch per run-time dtype) between two
 // channels' loads made them C memory round trips one after the other (the decode step's 4).
-template <int W, int C>
-CCV_DEV void load_weights_c(const ccv_params& P, int64_t d0, int n, float (*w)[W], float* bias) {
+// load_weight_bits issues the loads, weights_from_bits converts: a kernel can issue its data
+// loads between the two, so the weights' round trip and the data's overlap.
+template <int W, int C> struct WeightBits {
   uint32_t u[C][W + 1];
+  bool has_bias;
+};
+template <int W, int C>
+CCV_DEV void load_weight_bits(const ccv_params& P, int64_t d0, int n, WeightBits<W, C>& wb) {
   // (ld_bits_dt written out: calling it here changed bwd_cf's SASS, a version not timed)
   const bool f32w = P.w_dtype == CCV_DT_F32, has_bias = P.flags & CCV_F_BIAS;
+  wb.has_bias = has_bias;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     const bool on = c < n;
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       const int64_t off = (d0 + c) * P.w_s[0] + k * P.w_s[1];
-      u[c][k] = !on ? 0u : f32w ? ((const uint32_t*)P.weight)[off] : (uint32_t)((const uint16_t*)P.weight)[off];
+      wb.u[c][k] = !on ? 0u : f32w ? ((const uint32_t*)P.weight)[off] : (uint32_t)((const uint16_t*)P.weight)[off];
     }
-    u[c][W] = on && has_bias ? ld_bits_dt(P.bias, (d0 + c) * P.bias_s, P.b_dtype) : 0u;
+    wb.u[c][W] = on && has_bias ? ld_bits_dt(P.bias, (d0 + c) * P.bias_s, P.b_dtype) : 0u;
   }
+}
+template <int W, int C>
+CCV_DEV void weights_from_bits(const ccv_params& P, const WeightBits<W, C>& wb, float (*w)[W], float* bias) {
+  const bool has_bias = wb.has_bias;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
 #pragma unroll
-    for (int k = 0; k < W; ++k) w[c][k] = bits_to_f(u[c][k], P.w_dtype);
-    bias[c] = has_bias ? bits_to_f(u[c][W], P.b_dtype) : 0.f;
+    for (int k = 0; k < W; ++k) w[c][k] = bits_to_f(wb.u[c][k], P.w_dtype);
+    bias[c] = has_bias ? bits_to_f(wb.u[c][W], P.b_dtype) : 0.f;
   }
+}
+template <int W, int C>
+CCV_DEV void load_weights_c(const ccv_params& P, int64_t d0, int n, float (*w)[W], float* bias) {
+  WeightBits<W, C> wb;
+  load_weight_bits<W, C>(P, d0, n, wb);
+  weights_from_bits<W, C>(P, wb, w, bias);
 }
 template <int W> CCV_DEV void load_weights(const ccv_params& P, int64_t d, float* w, float& bias) {
   load_weights_c<W, 1>(P, d, 1, (float(*)[W])w, &bias);

@@ -177,15 +177,18 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
 // computes the outputs of its own vectors from their x and the K values before them (shuffles);
 // a block's warps take the G x (chunk / SPAN) spans of its channel in turn; a row's last span
 // ends at L and stores only the vectors from `lo` on. A skipped row (no live sequence) gets 0.
-template <typename T, int W, bool RAGGED>
+// `ready()` runs once the span's loads are issued, before w and bias are read (the warp's first
+// span converts the weights there: their round trip overlaps the span's).
+template <typename T, int W, bool RAGGED, typename Ready>
 CCV_DEV void fwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t orow, int64_t s0,
-                              int64_t lo, int lane, const float* w, float bias, bool silu) {
+                              int64_t lo, int lane, const float* w, const float& bias, bool silu, Ready ready) {
   constexpr int K = W - 1, KA = K > 0 ? K : 1, V = Tr<T>::V, WS = CCV_WARP, IT = CCV_CF_ITEMS;
   ccv_vec16 rx[IT];
 #pragma unroll
   for (int j = 0; j < IT; ++j) rx[j] = ccv_ld16((const T*)P.x + xrow + s0 + (int64_t)(j * WS + lane) * V);
   float hl[KA], wrap[KA];
   span_left_halo<T, K, KA>(P, rc, d, xrow, s0, lane, hl);
+  ready();
   const bool live = rc.g.valid;
 #pragma unroll
   for (int j = 0; j < IT; ++j) {
@@ -216,20 +219,24 @@ CCV_DEV void fwd_cfw_body(const ccv_params& P) {
   const int64_t d = rd % dm, bg = rd / dm;
   const int G = max(P.brows, 1);
   const int64_t L = P.seqlen, cbeg = chunk * P.chunk, cend = min(L, cbeg + P.chunk);
+  WeightBits<W, 1> wb;  // converted in the warp's first span, after its loads
+  load_weight_bits<W, 1>(P, d, 1, wb);
   WArr<W> wa;
   float bias;
-  load_weights<W>(P, d, wa.w, bias);
+  auto convert = [&]() { weights_from_bits<W, 1>(P, wb, (float(*)[W])wa.w, &bias); };
   const bool silu = P.flags & CCV_F_SILU;
   const int nsp = (int)((cend - cbeg + SPAN - 1) / SPAN);   // spans per row (kernels.rs: < 2^31)
   const int rows = (int)min((int64_t)G, P.batch - bg * G);  // >= 1
   auto walk = [&](auto ragged) {
-    for (int u = wid; u < rows * nsp; u += NW) {
+    auto span = [&](int u, auto ready) {
       const int gi = u / nsp;
       const int64_t b = bg * G + gi, lo = cbeg + (int64_t)(u - gi * nsp) * SPAN;
       fwd_cf_warp_span<T, W, decltype(ragged)::value>(P, row_ctx(P, b), d, b * P.x_s[0] + d * P.x_s[1],
                                                       b * P.out_s[0] + d * P.out_s[1], min(lo, L - SPAN), lo, lane,
-                                                      wa.w, bias, silu);
-    }
+                                                      wa.w, bias, silu, ready);
+    };
+    if (wid < rows * nsp) span(wid, convert);
+    for (int u = wid + NW; u < rows * nsp; u += NW) span(u, [] {});
   };
   if (L % SPAN == 0) walk(BoolC<false>()); else walk(BoolC<true>());
 }

@@ -2,13 +2,14 @@
 // src/gpu/kernels.rs builds them:
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
 //                                      fwd_cl, bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
-//                                      bwd_cls (simple channel-last rows), update, step (staged decode step), stepv (decode step in registers)
+//                                      bwd_cls (simple channel-last rows), bwd_slab (tiny channel-last
+//                                      backward in one launch), update, step (staged decode step), stepv (decode step in registers)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl
-//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls
+//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_slab.hip: bwd_slab
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
@@ -43,6 +44,7 @@
 #define CCV_NT_bwd_cfw 128
 #define CCV_NT_bwd_cl 128
 #define CCV_NT_bwd_cls 128
+#define CCV_NT_bwd_slab 256
 #define CCV_NT_update 128
 #define CCV_NT_step 128
 #define CCV_NT_stepv 128
@@ -154,6 +156,15 @@
 #ifndef CCV_LB_bwd_cls_bf16
 #define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : 3)
 #endif
+#ifndef CCV_LB_bwd_slab_f32
+#define CCV_LB_bwd_slab_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_slab)
+#endif
+#ifndef CCV_LB_bwd_slab_f16
+#define CCV_LB_bwd_slab_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_slab)
+#endif
+#ifndef CCV_LB_bwd_slab_bf16
+#define CCV_LB_bwd_slab_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_slab)
+#endif
 #ifndef CCV_LB_update_f32
 #define CCV_LB_update_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_update)
 #endif
@@ -255,3 +266,8 @@
 // channel-last: a tile is CL_TT tokens x CL_CC channels; a block walks chunk/CL_TT tiles.
 #define CCV_CL_TT 64
 #define CCV_CL_CC 64
+// bwd_slab (bwd_slab.hip; kernels.rs mirrors all three: SLAB_*): 16-byte vectors of x (and of
+// dout) a thread stages, floats of each of its two tiles ([batch][L + K][channels]), batch rows.
+#define CCV_SLAB_VECS 1
+#define CCV_SLAB_ELEMS 4608
+#define CCV_SLAB_ROWS 64

@@ -71,7 +71,8 @@ struct ccv_params {
   int32_t flags;
   int32_t w_dtype, b_dtype, dw_dtype, db_dtype;
   int32_t hi_bytes;  // 4 (int32) or 1 (bool)
-  int32_t rows_log2;  // fwd_cf: a block covers 2^rows_log2 (batch, channel) rows (short rows), else 0
+  int32_t rows_log2;  // fwd_cf: a block covers 2^rows_log2 (batch, channel) rows (short rows), else 0;
+                      // bwd_slab: 2^rows_log2 channels per block
   int32_t brows;      // bwd_cf: consecutive batch rows per block (same channel), >= 1;
                       // bwd_cfs: > 1 = batch, rows channel-major (whole channels per block)
   int32_t pad0;

@@ -150,6 +150,14 @@ pub const CL_CC: i64 = 64;
 /// (fwd_cl 8; bwd_cls: 16-bit 8, or 4 with 2 channels per thread at W >= 5, f32 4), so every lane
 /// gets chunk / lanes tokens.
 pub const CL_SUB: i64 = 8;
+/// `ccv1d_bwd_slab_*` (`CCV_NT_bwd_slab`, `CCV_SLAB_*`): threads per block, 16-byte vectors
+/// of x (and of dout) per thread, floats per shared-memory tile, most batch rows; and the most
+/// elements per thread kernels.rs gives it.
+pub const NT_SLAB: u32 = 256;
+const SLAB_PER_THREAD: i64 = 2;
+pub const SLAB_VECS: i64 = 1;
+pub const SLAB_ELEMS: i64 = 4608;
+pub const SLAB_ROWS: i64 = 64;
 /// Staged decode step: shared-memory bytes per block and most batch rows per block
 /// (`CCV_UPD_SMEM`, `CCV_UPD_ROWS`).
 pub const UPD_SMEM: i64 = 12288;
@@ -189,7 +197,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_slab", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -652,6 +660,10 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
         return Ok(None);
     }
     let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
+    if let Some(lc) = bwd_slab_channels_log2(p, dev) {
+        let n = ceil_div(inp.dim, 1 << lc);
+        return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
+    }
     if layout == Layout::ChannelLast && bwd_streams(p) {
         let fit = cl_fit(true, inp.x.dtype, inp.width);
         return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, fit, dev).map(Some);
@@ -678,6 +690,37 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
         g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
     }
     Ok(Some(g))
+}
+
+/// Tiny channel-last problems on `ccv1d_bwd_slab_*` (bwd_slab.hip): one block per slab of 2^r
+/// channels over every batch row and token, so dweight/dbias need no second launch. Simple rows
+/// (rows mode, no seq_idx) with x, dout and dx on the vector path (D a multiple of the vector),
+/// at most SLAB_ROWS batch rows; 2^r is the fewest channels (at least a vector's) that leave at
+/// most one block per multiprocessor, and a block gets at most SLAB_PER_THREAD elements per
+/// thread. Measured on the H100 (docs/perf.md, session 13; us, against the streaming kernel and
+/// its reduce launch): seeds' Tiny 1x32x64 f32 / f16 / bf16 3.8 / 4.0 / 3.9 against 5.3 / 6.0 /
+/// 5.9 (1-2 elements per thread); Small 2x64x256 6.1 / 8.2 / 8.3 against 5.8 / 6.5 / 6.5 (8-16
+/// per thread: a few blocks walk the whole problem). Channel-first keeps its one-launch kernels
+/// (Tiny 3.9 on `bwd_cfs` against 4.0 here). Returns r, or None for the other kernels.
+fn bwd_slab_channels_log2(p: &BwdPlan, dev: &DeviceInfo) -> Option<i32> {
+    let inp = &p.inp;
+    let (b, d, l, k) = (inp.batch, inp.dim, inp.seqlen, inp.width - 1);
+    let v = 16 / inp.x.dtype.size() as i64;
+    let lay = Layout::ChannelLast;
+    let simple = inp.seq_idx.is_none() && matches!(inp.seqs, Seqs::Rows);
+    let vec = [&inp.x, &p.dout, &p.dx].iter().all(|t| vec_ok(t, lay, [b, d, l]));
+    if choose_layout(&inp.x, d, l) != lay || !simple || !vec || d % v != 0 || b < 1 || b > SLAB_ROWS || l < 1 {
+        return None;
+    }
+    let mut r = v.trailing_zeros() as i32;
+    while ceil_div(d, 1 << r) > dev.multiprocessors.max(1) as i64 {
+        r += 1;
+    }
+    let c = 1i64 << r;
+    let fits = b.saturating_mul(l).saturating_mul(c) <= SLAB_PER_THREAD * NT_SLAB as i64
+        && b * (l + k) * c <= SLAB_ELEMS
+        && b * l * c <= SLAB_VECS * NT_SLAB as i64 * v;
+    fits.then_some(r)
 }
 
 /// Tokens of one warp span of `ccv1d_{fwd,bwd}_cfw_*`: CF_ITEMS 16-byte vectors per lane.
@@ -804,16 +847,19 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
         let mut km = main_params(&k, g, vec);
-        let family = if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
-            "cfw"
+        let (family, threads) = if let Some(lc) = bwd_slab_channels_log2(p, dev) {
+            km.rows_log2 = lc;
+            ("slab", NT_SLAB)
+        } else if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
+            ("cfw", NT)
         } else if split_short_rows(&mut km, inp, g) {
-            "cfs"
+            ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_streams(p) {
-            "cls"
+            ("cls", NT)
         } else {
-            g.layout.tag()
+            (g.layout.tag(), NT)
         };
-        v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
+        v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, threads, &km));
     }
     // dweight/dbias are always written (zeros when there is no token): by the main kernel when
     // direct, else by the reduce kernel.
@@ -1098,6 +1144,10 @@ mod tests {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
+        assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_slab"), NT_SLAB as i64);
+        assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_VECS"), SLAB_VECS);
+        assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_ELEMS"), SLAB_ELEMS);
+        assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_ROWS"), SLAB_ROWS);
         // the streaming channel-last kernels split a chunk evenly over their lanes:
         // lanes = NT / (CL_CC / channels per thread); fwd_cl takes 4 channels per thread, 16-bit
         // bwd_cls one of the arms of its per-width choice
@@ -1164,7 +1214,11 @@ mod tests {
         assert!(cap >= k.n_blocks, "{}: grid {:?} < {} blocks", l.kernel, l.grid, k.n_blocks);
         assert!(cap - k.n_blocks < l.grid[0] as i64, "{}: a whole spare grid row", l.kernel);
         assert!(l.grid[1] <= 65535 && l.grid[0] as i64 <= MAX_GRID_X);
-        assert!(l.block[0] == NT || (l.kernel == "ccv1d_bwd_reduce" && l.block[0] % 32 == 0 && l.block[0] <= NT_REDUCE));
+        assert!(
+            l.block[0] == NT
+                || (l.kernel == "ccv1d_bwd_reduce" && l.block[0] % 32 == 0 && l.block[0] <= NT_REDUCE)
+                || (l.kernel.starts_with("ccv1d_bwd_slab_") && l.block[0] == NT_SLAB)
+        );
         assert_eq!(l.shared_mem_bytes, 0);
     }
 
@@ -1365,6 +1419,46 @@ mod tests {
         }
     }
 
+    /// Tiny channel-last problems in one launch: the channels per slab block, and who else gets
+    /// them.
+    #[test]
+    fn bwd_slab_choice() {
+        let slab = |dt: DType, lay: u8, b: i64, d: i64, l: i64, w: i64| {
+            let st = if lay == 0 { cf(b, d, l) } else { cl(b, d, l) };
+            let p = bwd_plan(inputs(dt, b, d, l, w, st));
+            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            let k = params_of(&v[0]);
+            let one = v[0].kernel.starts_with("ccv1d_bwd_slab_");
+            if one {
+                // the whole dweight/dbias in the block: no workspace, no reduce launch
+                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes(&p, &h100())), (1, F_DIRECT, 0));
+                assert_eq!(k.n_blocks, ceil_div(d, 1 << k.rows_log2));
+                assert_eq!(v[0].block[0], NT_SLAB);
+                let c = 1i64 << k.rows_log2;
+                assert!(b * l * c <= SLAB_PER_THREAD * NT_SLAB as i64 && b * (l + w - 1) * c <= SLAB_ELEMS);
+            }
+            one.then_some(1i64 << k.rows_log2)
+        };
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let v = 16 / dt.size() as i64;
+            for w in [1, 4, 8] {
+                // the seeds' Tiny: a vector's channels per block; not channel-first, not Small
+                assert_eq!(slab(dt, 1, 1, 32, 64, w), Some(v));
+                assert_eq!(slab(dt, 0, 1, 32, 64, w), None);
+                assert_eq!(slab(dt, 1, 2, 64, 256, w), None);
+            }
+            // more channels than multiprocessors: wider slabs, one block per multiprocessor
+            assert_eq!(slab(dt, 1, 2, 1080, 8, 4), Some(16));
+            // partial vectors, too many batch rows: the other kernels
+            assert_eq!(slab(dt, 1, 2, 4 * v + v / 2, 8, 4), None);
+            assert_eq!(slab(dt, 1, 65, v, 1, 4), None);
+        }
+        // seq_idx: the other kernels
+        let mut p = bwd_plan(inputs(DType::F32, 1, 32, 64, 4, cl(1, 32, 64)));
+        p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [64, 1], elem_bytes: 4 });
+        assert!(!bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0].kernel.contains("slab"));
+    }
+
     #[test]
     fn bwd_launches_and_workspace() {
         for (lay, (b, d, l)) in [(0, (4, 5376, 4096)), (1, (8, 2048, 1024)), (0, (2, 3, 7)), (1, (1, 70, 1)), (0, (1, 32, 64))] {
@@ -1381,10 +1475,14 @@ mod tests {
                 // channel-first: warp spans for rows of whole vectors and at least one span
                 // (32 lanes x 2 vectors x 8 = 512 tokens, bf16); else rows shorter than half a
                 // tile: several rows per block
-                let warp = lay == 0 && l % 8 == 0 && l >= 512;
-                let short = lay == 0 && params_of(&v[0]).rows_log2 > 0;
-                assert_eq!(short, lay == 0 && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
-                let tag = if lay == 0 {
+                // tiny channel-last problems of whole vectors: one slab kernel
+                let slab = lay == 1 && d % 8 == 0 && b * l * 8 <= 512;
+                let warp = !slab && lay == 0 && l % 8 == 0 && l >= 512;
+                let short = !slab && lay == 0 && params_of(&v[0]).rows_log2 > 0;
+                assert_eq!(short, lay == 0 && !slab && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
+                let tag = if slab {
+                    "slab"
+                } else if lay == 0 {
                     if warp { "cfw" } else if short { "cfs" } else { "cf" }
                 } else if d % 8 == 0 {
                     "cls"
@@ -1398,8 +1496,8 @@ mod tests {
                 let km = params_of(&v[0]);
                 let direct = km.n_partials == 1;
                 let whole_short = short && b > 1 && b & (b - 1) == 0 && b <= 1 << km.rows_log2;
-                assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1) || whole_short);
-                assert!(km.brows >= 1 && (km.brows == 1 || grouped || whole_short));
+                assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1) || whole_short || slab);
+                assert!(km.brows >= 1 && (km.brows == 1 || grouped || whole_short || slab));
                 assert_eq!(whole_short, short && km.brows > 1);
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}")];
                 if !direct {
@@ -1581,7 +1679,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (12 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (13 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

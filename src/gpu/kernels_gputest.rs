@@ -893,6 +893,46 @@ fn gpu_large_shapes() {
     });
 }
 
+/// Tiny channel-last problems on `bwd_slab` (one launch): every dtype and width, contiguous and
+/// padded rows, partial last slabs, and with states: skipped rows (slot -1 and past the pool),
+/// bool has_initial_state, dfinal, dinitial_states, SiLU. Each case must run on it.
+#[test]
+#[ignore]
+fn gpu_bwd_slab() {
+    with_gpu(|cu| {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let v = 16 / dt.size();
+            for lay in [Lay::Cl, Lay::ClPad] {
+                // seeds' Tiny; 68 slabs of 16 channels, the last one partial; a vector's channels
+                for (b, d, l) in [(1, 32, 64), (2, 1080, 8), (4, v, 8), (3, 2 * v, 5)] {
+                    for w in 1..=8 {
+                        for states in [false, true] {
+                            let mut o = big(dt, lay, b, d, l, w);
+                            o.wdt = if states { DType::BF16 } else { DType::F32 };
+                            o.bdt = if states { None } else { Some(dt) };
+                            o.silu = states;
+                            o.seed = (b * 1000 + w * 10 + states as usize) as u64;
+                            let dfinal = states && w > 1;
+                            if states {
+                                o.init = w > 1;
+                                o.num_slots = b + 1;
+                                o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
+                                o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), true));
+                            }
+                            let name = format!("slab {} dfinal{}", describe(&o), dfinal as u8);
+                            run_case(&name, || {
+                                let m = check_bwd(cu, &o, states, dfinal, true, if states { DType::F32 } else { dt });
+                                assert!(m.contains("[ccv1d_bwd_slab_"), "not on bwd_slab: {m}");
+                                m
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Sequence starts, short sequences, aliasing pools, zero lengths.
 #[test]
 #[ignore]

@@ -15,6 +15,8 @@
 //!   partials into the workspace (`cfs`: short channel-first rows, several per block; `cfw`:
 //!   channel-first simple rows on the vector path in warp spans, no shared memory; `cls`:
 //!   channel-last streaming, simple rows on the vector path; `cl`: tiles);
+//! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
+//!   channels of every row and token, and stores dweight/dbias itself);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
 //! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_stepv_{dt}_w{W}` / `ccv1d_step_{dt}_w{W}`: its
@@ -698,10 +700,11 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
 /// at most SLAB_ROWS batch rows; 2^r is the fewest channels (at least a vector's) that leave at
 /// most one block per multiprocessor, and a block gets at most SLAB_PER_THREAD elements per
 /// thread. Measured on the H100 (docs/perf.md, session 13; us, against the streaming kernel and
-/// its reduce launch): seeds' Tiny 1x32x64 f32 / f16 / bf16 3.8 / 4.0 / 3.9 against 5.3 / 6.0 /
-/// 5.9 (1-2 elements per thread); Small 2x64x256 6.1 / 8.2 / 8.3 against 5.8 / 6.5 / 6.5 (8-16
-/// per thread: a few blocks walk the whole problem). Channel-first keeps its one-launch kernels
-/// (Tiny 3.9 on `bwd_cfs` against 4.0 here). Returns r, or None for the other kernels.
+/// its reduce launch): seeds' Tiny 1x32x64 f32 / f16 / bf16 3.3 / 3.4 / 3.4 against 5.3 / 6.0 /
+/// 5.9 (1-2 elements per thread). An earlier version that took any layout and up to 16 elements
+/// per thread lost elsewhere: Small 2x64x256 channel-last 6.1 / 8.2 / 8.3 against 5.8 / 6.5 / 6.5
+/// (8-16 per thread: 8 blocks walk the whole problem), channel-first Tiny 4.0 against 3.9 on
+/// `bwd_cfs`, Small 4.3-4.4 against 3.4-3.7. Returns r, or None for the other kernels.
 fn bwd_slab_channels_log2(p: &BwdPlan, dev: &DeviceInfo) -> Option<i32> {
     let inp = &p.inp;
     let (b, d, l, k) = (inp.batch, inp.dim, inp.seqlen, inp.width - 1);

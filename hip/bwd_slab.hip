@@ -2,8 +2,9 @@
 // C = 2^rows_log2 channels [c0, c0 + C) over every batch row and every token, so it holds the
 // whole dweight/dbias sum of its channels and stores it itself (CCV_F_DIRECT: no workspace, no
 // reduce launch). kernels.rs picks it for simple channel-last rows (no seq_idx / cu_seqlens) on
-// the vector path with at most 2 elements per thread, one block per multiprocessor at most (the
-// seeds' Tiny), where the streaming kernel's walks and its reduce launch cost more than the data.
+// the vector path with at most one 16-byte vector per thread, one block per multiprocessor at most
+// (the seeds' Tiny, 003's Small), where the streaming kernel's walks and its reduce launch cost
+// more than the data.
 //   0. the thread's 16-byte vectors of x and dout (along channels) are loaded before anything
 //      waits on memory; rows' state slots (state tensors only) and the weights meanwhile;
 //   1. x into xs[b][K + t][c] (rows before t = 0: the initial state or 0), dout into gs[b][t][c]

@@ -153,10 +153,8 @@ pub const CL_CC: i64 = 64;
 /// gets chunk / lanes tokens.
 pub const CL_SUB: i64 = 8;
 /// `ccv1d_bwd_slab_*` (`CCV_NT_bwd_slab`, `CCV_SLAB_*`): threads per block, 16-byte vectors
-/// of x (and of dout) per thread, floats per shared-memory tile, most batch rows; and the most
-/// elements per thread kernels.rs gives it.
+/// of x (and of dout) per thread, floats per shared-memory tile, most batch rows.
 pub const NT_SLAB: u32 = 256;
-const SLAB_PER_THREAD: i64 = 2;
 pub const SLAB_VECS: i64 = 1;
 pub const SLAB_ELEMS: i64 = 4608;
 pub const SLAB_ROWS: i64 = 64;
@@ -698,13 +696,15 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
 /// channels over every batch row and token, so dweight/dbias need no second launch. Simple rows
 /// (rows mode, no seq_idx) with x, dout and dx on the vector path (D a multiple of the vector),
 /// at most SLAB_ROWS batch rows; 2^r is the fewest channels (at least a vector's) that leave at
-/// most one block per multiprocessor, and a block gets at most SLAB_PER_THREAD elements per
+/// most one block per multiprocessor, and a block's slab is at most one 16-byte vector per
 /// thread. Measured on the H100 (docs/perf.md, session 13; us, against the streaming kernel and
 /// its reduce launch): seeds' Tiny 1x32x64 f32 / f16 / bf16 3.3 / 3.4 / 3.4 against 5.3 / 6.0 /
-/// 5.9 (1-2 elements per thread). An earlier version that took any layout and up to 16 elements
-/// per thread lost elsewhere: Small 2x64x256 channel-last 6.1 / 8.2 / 8.3 against 5.8 / 6.5 / 6.5
-/// (8-16 per thread: 8 blocks walk the whole problem), channel-first Tiny 4.0 against 3.9 on
-/// `bwd_cfs`, Small 4.3-4.4 against 3.4-3.7. Returns r, or None for the other kernels.
+/// 5.9 (1-2 elements per thread); 003's Small 2x64x128 4.5 / 5.4 / 5.4 against 5.6 / 6.4 / 6.3,
+/// with SiLU 4.6 / 5.7 / 5.7 against 6.3 / 7.0 / 7.0 (4 / 8 / 8 elements per thread). An earlier
+/// version that took any layout and up to 4 vectors per thread lost elsewhere: 000's Small
+/// 2x64x256 channel-last 6.1 / 8.2 / 8.3 against 5.8 / 6.5 / 6.5 (8 blocks walk the whole
+/// problem), channel-first Tiny 4.0 against 3.9 on `bwd_cfs`, Small 4.3-4.4 against 3.4-3.7.
+/// Returns r, or None for the other kernels.
 fn bwd_slab_channels_log2(p: &BwdPlan, dev: &DeviceInfo) -> Option<i32> {
     let inp = &p.inp;
     let (b, d, l, k) = (inp.batch, inp.dim, inp.seqlen, inp.width - 1);
@@ -720,9 +720,7 @@ fn bwd_slab_channels_log2(p: &BwdPlan, dev: &DeviceInfo) -> Option<i32> {
         r += 1;
     }
     let c = 1i64 << r;
-    let fits = b.saturating_mul(l).saturating_mul(c) <= SLAB_PER_THREAD * NT_SLAB as i64
-        && b * (l + k) * c <= SLAB_ELEMS
-        && b * l * c <= SLAB_VECS * NT_SLAB as i64 * v;
+    let fits = b.saturating_mul(l).saturating_mul(c) <= SLAB_VECS * NT_SLAB as i64 * v && b * (l + k) * c <= SLAB_ELEMS;
     fits.then_some(r)
 }
 
@@ -1438,15 +1436,17 @@ mod tests {
                 assert_eq!(k.n_blocks, ceil_div(d, 1 << k.rows_log2));
                 assert_eq!(v[0].block[0], NT_SLAB);
                 let c = 1i64 << k.rows_log2;
-                assert!(b * l * c <= SLAB_PER_THREAD * NT_SLAB as i64 && b * (l + w - 1) * c <= SLAB_ELEMS);
+                assert!(b * l * c <= SLAB_VECS * NT_SLAB as i64 * (16 / dt.size() as i64) && b * (l + w - 1) * c <= SLAB_ELEMS);
             }
             one.then_some(1i64 << k.rows_log2)
         };
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let v = 16 / dt.size() as i64;
             for w in [1, 4, 8] {
-                // the seeds' Tiny: a vector's channels per block; not channel-first, not Small
+                // the seeds' Tiny and 003's Small: a vector's channels per block, one vector per
+                // thread; not channel-first, not 000's Small (two vectors per thread)
                 assert_eq!(slab(dt, 1, 1, 32, 64, w), Some(v));
+                assert_eq!(slab(dt, 1, 2, 64, 128, w), Some(v));
                 assert_eq!(slab(dt, 0, 1, 32, 64, w), None);
                 assert_eq!(slab(dt, 1, 2, 64, 256, w), None);
             }
@@ -1479,7 +1479,7 @@ mod tests {
                 // (32 lanes x 2 vectors x 8 = 512 tokens, bf16); else rows shorter than half a
                 // tile: several rows per block
                 // tiny channel-last problems of whole vectors: one slab kernel
-                let slab = lay == 1 && d % 8 == 0 && b * l * 8 <= 512;
+                let slab = lay == 1 && d % 8 == 0 && b * l <= NT_SLAB as i64;
                 let warp = !slab && lay == 0 && l % 8 == 0 && l >= 512;
                 let short = !slab && lay == 0 && params_of(&v[0]).rows_log2 > 0;
                 assert_eq!(short, lay == 0 && !slab && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));

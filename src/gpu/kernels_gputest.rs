@@ -903,8 +903,9 @@ fn gpu_bwd_slab() {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let v = 16 / dt.size();
             for lay in [Lay::Cl, Lay::ClPad] {
-                // seeds' Tiny; 68 slabs of 16 channels, the last one partial; a vector's channels
-                for (b, d, l) in [(1, 32, 64), (2, 1080, 8), (4, v, 8), (3, 2 * v, 5)] {
+                // seeds' Tiny; 003's Small (a vector per thread: 4 / 8 elements); 68 slabs of 16
+                // channels, the last one partial; a vector's channels
+                for (b, d, l) in [(1, 32, 64), (2, 64, 128), (2, 1080, 8), (4, v, 8), (3, 2 * v, 5)] {
                     for w in 1..=8 {
                         for states in [false, true] {
                             let mut o = big(dt, lay, b, d, l, w);

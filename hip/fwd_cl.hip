@@ -15,16 +15,18 @@ constexpr int CL_CV = 4;  // channels per thread
 
 // One lane's walk over tokens [s0, s1) of channels c .. c+3 of row b. FAST (simple row, vector
 // path): U loads ahead, no sequence checks, the activation fixed at compile time (ACT = 1 SiLU,
-// 0 none); otherwise one token at a time with every check (ACT = -1: from the flags).
+// 0 none); otherwise one token at a time with every check (ACT = -1: from the flags). BURST
+// (16-bit, W <= 4, CCV_F_CL_BURST): lanes of a few tokens on a grid of many waves, where other
+// blocks hide the latency a prefetch would: CCV_CL_BURST_16 loads a step, none ahead.
 // Every thread of the block calls it with the same FAST (a lane with no token: live = false) and
 // meets its one barrier, which publishes sw, the tile's weights stored by `fill_sw`: FAST lanes
 // issue their first loads before the fill, so the weights' memory round trip and the data's
 // overlap.
-template <typename T, int W, bool FAST, int ACT, typename Fill>
+template <typename T, int W, bool FAST, int ACT, bool BURST, typename Fill>
 CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int64_t b, int64_t c, int64_t s0,
                          int64_t s1, bool live) {
   constexpr int K = W - 1, CV = CL_CV;
-  constexpr int U = sizeof(T) == 4 ? CCV_CL_AHEAD_f32(W) : CCV_CL_AHEAD_16(W);
+  constexpr int U = BURST ? CCV_CL_BURST_16 : sizeof(T) == 4 ? CCV_CL_AHEAD_f32(W) : CCV_CL_AHEAD_16(W);
   constexpr int UU = FAST ? U : 1;
   typedef QN<T, CV> Q;
   const int f = P.flags;
@@ -93,7 +95,7 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
   };
   // FAST: the next step's loads are issued before this step's math (instances.h), so a lane
   // always has loads in flight
-  constexpr bool PF = FAST && (sizeof(T) == 4 ? CCV_CL_PREFETCH_f32 : CCV_CL_PREFETCH_16);
+  constexpr bool PF = FAST && !BURST && (sizeof(T) == 4 ? CCV_CL_PREFETCH_f32 : CCV_CL_PREFETCH_16);
   typename Q::raw rx[UU];
   if (FAST) {
     if (live) fetch(s0, rx);
@@ -211,13 +213,21 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   // the same path for the whole block (the walk's barrier); D % 4 != 0 only with one token per row
   const bool simple = !(P.flags & (CCV_F_PACKED | CCV_F_SEQ_IDX));
   if (simple && (P.flags & CCV_F_VEC) && D % CL_CV == 0 && seg_by_index(P, b).valid) {
-    if (P.flags & CCV_F_SILU) {
-      fwd_cl_walk<T, W, true, 1>(P, swc, fill_sw, b, c, s0, s1, live);
+    constexpr bool CB = sizeof(T) == 2 && W <= CCV_CL_BURST_MAXW;  // (no BURST instances elsewhere)
+    const bool silu = P.flags & CCV_F_SILU, burst = CB && (P.flags & CCV_F_CL_BURST);
+    if (burst) {
+      if (silu) {
+        fwd_cl_walk<T, W, true, 1, CB>(P, swc, fill_sw, b, c, s0, s1, live);
+      } else {
+        fwd_cl_walk<T, W, true, 0, CB>(P, swc, fill_sw, b, c, s0, s1, live);
+      }
+    } else if (silu) {
+      fwd_cl_walk<T, W, true, 1, false>(P, swc, fill_sw, b, c, s0, s1, live);
     } else {
-      fwd_cl_walk<T, W, true, 0>(P, swc, fill_sw, b, c, s0, s1, live);
+      fwd_cl_walk<T, W, true, 0, false>(P, swc, fill_sw, b, c, s0, s1, live);
     }
   } else {
-    fwd_cl_walk<T, W, false, -1>(P, swc, fill_sw, b, c, s0, s1, live);
+    fwd_cl_walk<T, W, false, -1, false>(P, swc, fill_sw, b, c, s0, s1, live);
   }
 }
 

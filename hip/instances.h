@@ -223,6 +223,16 @@
 #ifndef CCV_CL_PREFETCH_16
 #define CCV_CL_PREFETCH_16 1
 #endif
+// fwd_cl 16-bit, W <= 4, on grids of many short blocks (CCV_F_CL_BURST; kernels.rs picks chunks of
+// 128 tokens, so 16 per lane): U loads per step without prefetch. H100 (docs/perf.md, session
+// 14), bf16 4x5376x4096 SiLU: 122.9 us against 128.2 (prefetch with U = 4 in one wave); U = 16
+// 155.2, prefetch with U = 8 140.6.
+#ifndef CCV_CL_BURST_16
+#define CCV_CL_BURST_16 8
+#endif
+#ifndef CCV_CL_BURST_MAXW
+#define CCV_CL_BURST_MAXW 4
+#endif
 #ifndef CCV_CL_AHEAD_bwd
 #define CCV_CL_AHEAD_bwd 4
 #endif

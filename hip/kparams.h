@@ -26,6 +26,7 @@
 #define CCV_F_STATES_ANY (1 << 13)     // some state tensor exists: slot >= num_slots skips
 #define CCV_F_DIRECT (1 << 14)         // bwd: one partial row; dweight/dbias stored by the main kernel
 #define CCV_F_STEP_PM (1 << 15)        // step: conv_state slots position-major ([state_len, D], channels contiguous)
+#define CCV_F_CL_BURST (1 << 16)       // fwd_cl, 16-bit, W <= 4: short chunks, CCV_CL_BURST_16 loads a step, no prefetch
 
 struct ccv_params {
   // ---- data pointers (device addresses; NULL when absent) -------------------------- offset 0

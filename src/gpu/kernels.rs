@@ -50,6 +50,7 @@ pub const F_CACHE_SEQLENS: i32 = 1 << 12;
 pub const F_STATES_ANY: i32 = 1 << 13;
 pub const F_DIRECT: i32 = 1 << 14;
 pub const F_STEP_PM: i32 = 1 << 15;
+pub const F_CL_BURST: i32 = 1 << 16;
 
 /// The kernels' single argument. Field for field `struct ccv_params` of `hip/kparams.h`
 /// (592 bytes; both sides assert the size and a few offsets).
@@ -365,6 +366,9 @@ pub fn cl_stream_geometry(batch: i64, dim: i64, seqlen: i64, fit: ClFit, dev: &D
         let per_row = (slots / rows.max(1)).max(1);
         chunk = (ceil_div(seqlen.max(1), per_row.saturating_mul(CL_SUB)) * CL_SUB).clamp(CL_SUB, CL_TT);
     }
+    if let Some(c) = knob(Knob::ClChunk) {
+        chunk = ceil_div(c, CL_SUB) * CL_SUB;
+    }
     let n_chunks = ceil_div(seqlen.max(1), chunk);
     let n_blocks = rows.saturating_mul(n_chunks);
     if n_blocks > MAX_BLOCKS {
@@ -403,6 +407,39 @@ fn cl_fit(backward: bool, dt: DType, width: i64) -> ClFit {
         (true, _) => (3, Some(if width <= 4 { 2048 } else { wide })),
     };
     ClFit { blocks_per_sm, one_wave }
+}
+
+/// The channel-last forward's chunks and whether its 16-bit walk takes the burst path
+/// (`CCV_F_CL_BURST`: 8 loads a step, no prefetch). Big problems run fastest as many waves of
+/// short blocks (H100, docs/perf.md, session 14; µs, SiLU, against `cl_stream_geometry`'s chunks):
+/// - f32 at W <= 4 in chunks of 32 tokens (one step of 4 per lane): 4x5376x4096 232.6 against
+///   250.5, 8x2048x1024 46.5 / 52.0, 4x256x4096 13.7 / 14.9, 4x4096x512 24.7 / 27.7; at W = 5 / 6
+///   in chunks of 64 (235.8 / 236.0 against 255.3 / 255.0; in 32: 267.0 / 262.2). W = 7 / 8 keep
+///   theirs (316.2 / 279.7 in chunks of 64 against 257.6 / 256.1).
+/// - 16-bit at W <= 4 in chunks of 128 with the burst walk where that makes at least two waves:
+///   bf16 4x5376x4096 122.9 against 128.2, 8x2048x1024 26.9 / 27.7; below that the one-wave
+///   chunks stay (4x4096x512 15.0 against 16.0, 4x256x4096 9.4 against 9.7). W >= 5 keeps its
+///   chunks (W = 5 139.3 in chunks of 128, 143.6 with the burst walk, against 136.9).
+/// The `CCV1D_CL_TILES` / `CCV1D_CL_CHUNK` knobs set the chunk instead; the burst flag then
+/// follows the two-wave rule at any width (the kernel has the walk for W <= CCV_CL_BURST_MAXW).
+fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, dt: DType, width: i64, dev: &DeviceInfo) -> Result<(MainGeom, bool)> {
+    let fit = cl_fit(false, dt, width);
+    let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
+    let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
+    let short = match (dt, width) {
+        (DType::F32, ..=4) => 32,
+        (DType::F32, 5 | 6) => 64,
+        (_, ..=4) => 128,
+        _ if tuned => 128,
+        _ => return Ok((g, false)),
+    };
+    let waves2 = 2 * (dev.multiprocessors.max(1) as i64) * fit.blocks_per_sm;
+    let n_chunks = ceil_div(seqlen.max(1), short);
+    let n_blocks = batch.saturating_mul(g.n_ctiles).saturating_mul(n_chunks);
+    if !tuned && g.chunk > short && n_blocks <= MAX_BLOCKS && (dt == DType::F32 || n_blocks >= waves2) {
+        (g.chunk, g.n_chunks, g.n_blocks) = (short, n_chunks, n_blocks);
+    }
+    Ok((g, dt != DType::F32 && g.chunk <= 128 && g.n_blocks >= waves2))
 }
 
 /// Resident `bwd_cf` / `bwd_cfw` blocks per multiprocessor: their launch bounds in instances.h
@@ -600,7 +637,13 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
         let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
         let g = match layout {
             Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
-            Layout::ChannelLast => cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, cl_fit(false, inp.x.dtype, inp.width), dev)?,
+            Layout::ChannelLast => {
+                let (g, burst) = fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?;
+                if burst {
+                    k.flags |= F_CL_BURST;
+                }
+                g
+            }
         };
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
@@ -1039,22 +1082,35 @@ enum Knob {
     /// `CCV1D_CF_WARP`: 0 / 1 = channel-first forward and backward never / wherever allowed on
     /// the warp-span kernels (`fwd_cfw`, `bwd_cfw`).
     CfWarp,
+    /// `CCV1D_CL_CHUNK`: tokens per block of the streaming channel-last kernels (rounded up to a
+    /// multiple of 8; wins over `CCV1D_CL_TILES`).
+    ClChunk,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static VALUES: [OnceLock<Option<i64>>; 5] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
         Knob::BwdRows => "CCV1D_BWD_ROWS",
         Knob::CfWarp => "CCV1D_CF_WARP",
+        Knob::ClChunk => "CCV1D_CL_CHUNK",
     };
     let least = if matches!(k, Knob::CfWarp) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
 // ------------------------------------------------------------------ tests
+
+/// A launch's parameters, back from its bytes (tests).
+#[cfg(test)]
+fn params_of(l: &Launch) -> KParams {
+    assert_eq!(l.params.len(), KPARAMS_SIZE);
+    let mut k = KParams::default();
+    unsafe { std::ptr::copy_nonoverlapping(l.params.as_ptr(), &mut k as *mut KParams as *mut u8, KPARAMS_SIZE) };
+    k
+}
 
 /// On-GPU checks of every kernel against an f64 reference (needs an NVIDIA GPU; `--ignored`).
 #[cfg(all(test, ccv1d_cuda))]
@@ -1127,6 +1183,7 @@ mod tests {
             ("CCV_F_CACHE_SEQLENS", F_CACHE_SEQLENS), ("CCV_F_STATES_ANY", F_STATES_ANY),
             ("CCV_F_DIRECT", F_DIRECT),
             ("CCV_F_STEP_PM", F_STEP_PM),
+            ("CCV_F_CL_BURST", F_CL_BURST),
 
             ("CCV_DT_F32", DT_F32), ("CCV_DT_F16", DT_F16), ("CCV_DT_BF16", DT_BF16),
         ];
@@ -1195,11 +1252,35 @@ mod tests {
         FwdPlan { inp, out, final_states: None }
     }
 
-    fn params_of(l: &Launch) -> KParams {
-        assert_eq!(l.params.len(), KPARAMS_SIZE);
-        let mut k = KParams::default();
-        unsafe { std::ptr::copy_nonoverlapping(l.params.as_ptr(), &mut k as *mut KParams as *mut u8, KPARAMS_SIZE) };
-        k
+    #[test]
+    fn fwd_cl_short_chunks() {
+        let dev = h100();
+        let g = |b, d, l, dt, w| fwd_cl_geometry(b, d, l, dt, w, &dev).unwrap();
+        // f32 at W <= 4: chunks of 32 tokens
+        let (f, burst) = g(4, 5376, 4096, DType::F32, 4);
+        assert_eq!((f.chunk, f.n_chunks, f.n_blocks, burst), (32, 128, 4 * 84 * 128, false));
+        assert_eq!((g(2, 700, 3000, DType::F32, 4).0.chunk, g(2, 700, 3000, DType::F32, 6).0.chunk), (32, 64));
+        // 16-bit: chunks of 128 on the burst walk from two waves on (2 x 132 x 6 blocks)
+        let (h, burst) = g(4, 5376, 4096, DType::BF16, 4);
+        assert_eq!((h.chunk, h.n_chunks, h.n_blocks, burst), (128, 32, 4 * 84 * 32, true));
+        for (b, d, l, dt, w) in [(8, 2048, 1024, DType::F16, 4), (2, 1000, 6500, DType::BF16, 1), (1, 2048, 6400, DType::F16, 2), (4, 576, 7000, DType::F16, 3)] {
+            let (h, burst) = g(b, d, l, dt, w);
+            assert!(burst && h.chunk == 128 && h.n_blocks >= 2 * 132 * 6, "{b}x{d}x{l}");
+        }
+        // below two waves the one-wave chunks stay
+        let (m, burst) = g(4, 4096, 512, DType::BF16, 4);
+        assert_eq!((m.chunk, m.n_blocks, burst), (192, 256 * 3, false));
+        assert!(!g(4, 256, 4096, DType::BF16, 4).1);
+        // f32 at W = 5 / 6 in chunks of 64; wider f32 and 16-bit from W = 5 on keep
+        // cl_stream_geometry's chunks
+        for w in [5, 6] {
+            assert_eq!(g(4, 5376, 4096, DType::F32, w), (MainGeom { chunk: 64, n_chunks: 64, n_blocks: 4 * 84 * 64, ..g(4, 5376, 4096, DType::F32, w).0 }, false));
+        }
+        for (dt, w) in [(DType::F32, 7), (DType::F32, 8), (DType::BF16, 5), (DType::F16, 8)] {
+            let (wide, burst) = g(4, 5376, 4096, dt, w);
+            assert_eq!((wide.chunk, burst), (cl_stream_geometry(4, 5376, 4096, cl_fit(false, dt, w), &dev).unwrap().chunk, false));
+            assert!(wide.chunk > 128);
+        }
     }
 
     #[test]

@@ -607,7 +607,10 @@ fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
     for t in [&c.x, &c.weight, &out] {
         t.free(cu);
     }
-    msg + &format!(" [{}]", launches.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>().join(","))
+    // "+burst": fwd_cl's burst walk runs (the flag on the vector path)
+    let burst = |l: &Launch| params_of(l).flags & (F_CL_BURST | F_VEC) == F_CL_BURST | F_VEC;
+    let tag = |l: &Launch| if burst(l) { format!("{}+burst", l.kernel) } else { l.kernel.clone() };
+    msg + &format!(" [{}]", launches.iter().map(tag).collect::<Vec<_>>().join(","))
 }
 
 // ------------------------------------------------------------------ backward
@@ -889,6 +892,37 @@ fn gpu_large_shapes() {
             let name = describe(&o);
             run_case(&format!("large fwd {name}"), || check_fwd(cu, &o, false, false));
             run_case(&format!("large bwd {name}"), || check_bwd(cu, &o, false, false, true, DType::F32));
+        }
+    });
+}
+
+/// The channel-last forward on grids of many short blocks (`fwd_cl_geometry`): 16-bit at W <= 4
+/// on the burst walk (at least two waves of 128-token chunks; each case must run on it), with a
+/// partial last channel tile and chunk, padded rows, initial and final states, SiLU on and off;
+/// f32 in 32-token chunks (64 at W = 6).
+#[test]
+#[ignore]
+fn gpu_fwd_cl_short_chunks() {
+    with_gpu(|cu| {
+        for (dt, lay, b, d, l, w, states) in [
+            (DType::BF16, Lay::Cl, 2, 1000, 6500, 4, false),
+            (DType::F16, Lay::Cl, 1, 2048, 6400, 2, false),
+            (DType::BF16, Lay::Cl, 2, 1000, 6500, 1, false),
+            (DType::F16, Lay::ClPad, 4, 576, 7000, 3, true),
+            (DType::F32, Lay::ClPad, 2, 700, 3000, 4, true),
+            (DType::F32, Lay::Cl, 2, 700, 3000, 6, false),
+        ] {
+            let mut o = big(dt, lay, b, d, l, w);
+            o.silu = w != 2;
+            o.init = states;
+            o.seed = (d * 10 + w) as u64;
+            let name = format!("short chunks {}", describe(&o));
+            run_case(&name, || {
+                let m = check_fwd(cu, &o, states, false);
+                let kernel = format!("[ccv1d_fwd_cl_{}_w{w}", dt_name(dt));
+                assert!(m.contains(&kernel) && m.contains("+burst") == (dt != DType::F32), "not on the short-chunk path: {m}");
+                m
+            });
         }
     });
 }

@@ -175,6 +175,44 @@ CCV_DEV void load_weight_bits(const ccv_params& P, int64_t d0, int n, WeightBits
     wb.u[c][W] = on && has_bias ? ld_bits_dt(P.bias, (d0 + c) * P.bias_s, P.b_dtype) : 0u;
   }
 }
+// load_weight_bits for 4 channels whose weights are whole contiguous rows ([D, W], tap stride 1,
+// the run of 4 rows 8-byte aligned for 16-bit weights, 16 for f32) and bias contiguous: W vector
+// loads and one for the bias instead of 4W + 4 scalar ones (each scalar load of a warp spans
+// the warp's 32 runs, so they were most of the decode step's L1 wavefronts). Any other layout
+// takes load_weight_bits.
+template <int W>
+CCV_DEV void load_weight_bits4(const ccv_params& P, int64_t d0, WeightBits<W, 4>& wb) {
+  const bool f32w = P.w_dtype == CCV_DT_F32, f32b = P.b_dtype == CCV_DT_F32;
+  const bool has_bias = P.flags & CCV_F_BIAS;
+  const uintptr_t wa = (uintptr_t)P.weight, ba = (uintptr_t)P.bias;
+  const bool rows = P.w_s[1] == 1 && P.w_s[0] == W && wa % (f32w ? 16 : 8) == 0 &&
+                    (!has_bias || (P.bias_s == 1 && ba % (f32b ? 16 : 8) == 0));
+  if (!rows) {
+    load_weight_bits<W, 4>(P, d0, 4, wb);
+    return;
+  }
+  wb.has_bias = has_bias;
+  uint32_t e[4 * W + 4];  // the 4 rows' taps in order, then the 4 biases
+  auto ld4 = [&](uintptr_t a, bool f32, uint32_t* o) {  // 4 elements at a
+    if (f32) {
+      const ccv_vec16 v = ccv_ld16((const void*)a);
+      o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
+    } else {
+      const uint2 v = ccv_ld8((const void*)a);
+      o[0] = v.x & 0xffffu, o[1] = v.x >> 16, o[2] = v.y & 0xffffu, o[3] = v.y >> 16;
+    }
+  };
+  const uintptr_t w0 = wa + (uintptr_t)(d0 * W) * (f32w ? 4 : 2);
+#pragma unroll
+  for (int j = 0; j < W; ++j) ld4(w0 + (uintptr_t)j * (f32w ? 16 : 8), f32w, e + 4 * j);
+  if (has_bias) ld4(ba + (uintptr_t)d0 * (f32b ? 4 : 2), f32b, e + 4 * W);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) wb.u[c][k] = e[c * W + k];
+    wb.u[c][W] = has_bias ? e[4 * W + c] : 0u;
+  }
+}
 template <int W, int C>
 CCV_DEV void weights_from_bits(const ccv_params& P, const WeightBits<W, C>& wb, float (*w)[W], float* bias) {
   const bool has_bias = wb.has_bias;
@@ -184,6 +222,26 @@ CCV_DEV void weights_from_bits(const ccv_params& P, const WeightBits<W, C>& wb, 
     for (int k = 0; k < W; ++k) w[c][k] = bits_to_f(wb.u[c][k], P.w_dtype);
     bias[c] = has_bias ? bits_to_f(wb.u[c][W], P.b_dtype) : 0.f;
   }
+}
+// weights_from_bits with one uniform branch per dtype around all the conversions, not a
+// three-way select per value (about 150 instructions a warp fewer in the decode step).
+template <int W, int C>
+CCV_DEV void weights_from_bits_u(const ccv_params& P, const WeightBits<W, C>& wb, float (*w)[W], float* bias) {
+  auto conv = [&](auto cv) {
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int k = 0; k < W; ++k) w[c][k] = cv(wb.u[c][k]);
+  };
+  auto bf = [](uint32_t u) { return ccv_bf2f((uint16_t)u); };
+  auto hf = [](uint32_t u) { return ccv_h2f((uint16_t)u); };
+  auto ff = [](uint32_t u) { return ccv_u2f(u); };
+  if (P.w_dtype == CCV_DT_BF16) conv(bf);
+  else if (P.w_dtype == CCV_DT_F16) conv(hf);
+  else conv(ff);
+  const bool has_bias = wb.has_bias;
+#pragma unroll
+  for (int c = 0; c < C; ++c) bias[c] = has_bias ? bits_to_f(wb.u[c][W], P.b_dtype) : 0.f;
 }
 template <int W, int C>
 CCV_DEV void load_weights_c(const ccv_params& P, int64_t d0, int n, float (*w)[W], float* bias) {

@@ -265,12 +265,17 @@ CCV_DEV void step_body(const ccv_params& P) {
 // `chunk` batch rows of its block). It loads its weights once, then takes its rows two at a time:
 // both rows' state_len state vectors and x are loaded before anything is stored; the shift is a
 // register permutation known at compile time. No barrier (the staged `step` kernel has two).
+// Each warp runs a few hundred instructions in all, in one wave of blocks, so the instructions
+// before its loads go out and those per weight are what it costs beyond the copy (H100 ncu,
+// docs/perf.md session 15): the grid is 2-D (no division), a row without conv_state_indices
+// takes its slot without checks (kernels.rs: num_slots >= batch there), and the weights come in
+// vector loads and convert under one dtype branch.
 template <typename T, int W, int SL, bool PM>
 CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0) {
   constexpr bool pm = PM;  // compile-time: register arrays are indexed by it
   constexpr int K = W - 1, C = 4, RR = 2;  // 8 channels per 16-bit thread: 146 registers, slower
   typedef QN<T, C> Q;
-  const bool silu = P.flags & CCV_F_SILU;
+  const bool silu = P.flags & CCV_F_SILU, indexed = P.flags & CCV_F_STATE_IDX;
   // vector q of a row: position-major = position q of the 4 channels; channel-major = elements
   // [4q, 4q+4) of the channels' concatenated SL-long rows
   typename Q::raw raw[RR][SL], xr[RR];
@@ -278,7 +283,8 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
   auto load_rows = [&](int64_t bb) {
 #pragma unroll
     for (int j = 0; j < RR; ++j) {
-      o[j] = bb + j < b1 ? update_slot_off(P, bb + j) : -1;  // < 0: padding row or past the block
+      // < 0: padding row or past the block
+      o[j] = bb + j >= b1 ? -1 : indexed ? update_slot_off(P, bb + j) : (bb + j) * P.cs_s[0];
       if (o[j] < 0) continue;
       const T* cs = (const T*)P.conv_state + o[j] + (pm ? d0 : d0 * SL);
 #pragma unroll
@@ -288,9 +294,13 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
   };
   // the first rows' loads go out before the weights' (converted on arrival): one memory round
   // trip before the first store, not two (the usual grid gives each thread one row pair)
-  load_rows(b0);
   float w[C][W], bias[C];
-  load_weights_c<W, C>(P, d0, C, w, bias);
+  {
+    load_rows(b0);
+    WeightBits<W, C> wb;
+    load_weight_bits4<W>(P, d0, wb);
+    weights_from_bits_u<W, C>(P, wb, w, bias);
+  }
   for (int64_t bb = b0; bb < b1; bb += RR) {
     if (bb != b0) load_rows(bb);
 #pragma unroll
@@ -339,11 +349,9 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
 
 template <typename T, int W>
 CCV_DEV void stepv_body(const ccv_params& P) {
-  const uint32_t blk = block_linear();
-  if (blk >= (uint64_t)P.n_blocks) return;
-  const uint32_t nct = (uint32_t)P.n_ctiles;
-  const int64_t d0 = ((int64_t)(blk % nct) * CCV_NT_stepv + threadIdx.x) * 4;
-  const int64_t b0 = (blk / nct) * P.chunk, b1 = min(P.batch, b0 + P.chunk);
+  // grid = (channel tiles, row blocks), exactly (kernels.rs)
+  const int64_t d0 = ((int64_t)blockIdx.x * CCV_NT_stepv + threadIdx.x) * 4;
+  const int64_t b0 = (int64_t)blockIdx.y * P.chunk, b1 = min(P.batch, b0 + P.chunk);
   if (d0 >= P.dim || W < 2) return;
   constexpr int SK = W > 1 ? W - 1 : 1;
   const bool pm = P.flags & CCV_F_STEP_PM;

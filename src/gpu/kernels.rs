@@ -170,6 +170,8 @@ const BLOCKS_PER_SM: i64 = 16;
 /// Largest linear block count (block indices are decoded in 32 bits on the device).
 const MAX_BLOCKS: i64 = i32::MAX as i64;
 const MAX_GRID_X: i64 = 1 << 20;
+/// gridDim.y limit of both vendors
+const MAX_GRID_Y: i64 = 65535;
 
 /// Which kernel family handles a layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -985,7 +987,14 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
         if pm {
             k.flags |= F_STEP_PM;
         }
-        "stepv"
+        // A 2-D grid, (channel tiles, row blocks) exactly: the kernel takes both from blockIdx
+        // without dividing (stepv_fits keeps the tiles and the row blocks in range).
+        let row_blocks = ceil_div(p.batch, k.chunk);
+        k.n_blocks = row_blocks * k.n_ctiles;
+        let mut l = launch(format!("ccv1d_stepv_{}_w{}", dt_name(p.x.dtype), p.width), k.n_blocks, NT, &k);
+        l.grid = [k.n_ctiles as u32, row_blocks as u32, 1];
+        v.push(l);
+        return Ok(v);
     } else if let Some((rows, pm)) = staged_rows(p, wave / 2) {
         // The staged decode step: `chunk` batch rows per block, all loaded before any store.
         k.chunk = rows;
@@ -1059,6 +1068,10 @@ fn stepv_fits(p: &UpdatePlan) -> Option<bool> {
     let pm = one_token_slots(p)?;
     let w = p.width;
     if w < 2 || !(p.state_len == w - 1 || p.state_len == w) || p.dim % 4 != 0 {
+        return None;
+    }
+    // its 2-D grid: channel tiles along x, row blocks (of at least one row) along y
+    if p.batch > MAX_GRID_Y || ceil_div(p.dim / 4, NT as i64) > MAX_GRID_X {
         return None;
     }
     let es = p.x.dtype.size() as i64;
@@ -1726,6 +1739,10 @@ mod tests {
         let kr = params_of(lr);
         // 256 rows x 11 tiles over a wave of 132 x 16 blocks: 2 rows per block
         assert_eq!((kr.n_ctiles, kr.chunk, kr.n_blocks, kr.flags & F_STEP_PM), (11, 2, 128 * 11, 0));
+        assert_eq!(lr.grid, [11, 128, 1]); // (channel tiles, row blocks): the kernel does not divide
+        // past the 2-D grid's 65535 rows: the staged step
+        let tall = UpdatePlan { batch: 65536, num_slots: 65536, ..reg };
+        assert_eq!(update_launches(&tall, &h100()).unwrap()[0].kernel, "ccv1d_step_f16_w4");
         let reg_pm = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 4, 1, 5376]), state_len: 4, ..reg };
         let lp = &update_launches(&reg_pm, &h100()).unwrap()[0];
         assert_eq!((lp.kernel.as_str(), params_of(lp).flags & F_STEP_PM), ("ccv1d_stepv_f16_w4", F_STEP_PM));

@@ -1019,15 +1019,68 @@ fn gpu_edge_cases() {
 
 // ------------------------------------------------------------------ update
 
-fn check_update(cu: &Cu, dt: DType, b: usize, d: usize, s: usize, w: usize, sl: usize, cache: bool, csi: bool, inplace: bool, silu: bool, seed: u64) -> String {
+/// One decode-update case of `check_update`: shapes, features and every tensor's layout.
+struct UpdCase {
+    dt: DType,
+    b: usize,
+    d: usize,
+    s: usize,
+    w: usize,
+    sl: usize,
+    cache: bool,
+    csi: bool,
+    inplace: bool,
+    silu: bool,
+    seed: u64,
+    x_s: [i64; 3],
+    out_s: [i64; 3],
+    cs_s: [i64; 3],
+    w_dt: DType,
+    w_s: [i64; 2],
+    /// dtype and stride of the bias, if any
+    bias: Option<(DType, i64)>,
+    /// the kernel family the call must run on (prefix of the launch's name), if it matters
+    kernel: Option<&'static str>,
+}
+
+impl UpdCase {
+    /// x with a padded row stride, out channel-minor, slots padded by one position, bf16 weights, f32 bias.
+    #[allow(clippy::too_many_arguments)]
+    fn basic(dt: DType, b: usize, d: usize, s: usize, w: usize, sl: usize, cache: bool, csi: bool, inplace: bool, silu: bool, seed: u64) -> UpdCase {
+        UpdCase {
+            dt,
+            b,
+            d,
+            s,
+            w,
+            sl,
+            cache,
+            csi,
+            inplace,
+            silu,
+            seed,
+            x_s: [(d * s + 3) as i64, s as i64, 1],
+            out_s: [(d * s) as i64, 1, d as i64],
+            cs_s: [(d * (sl + 1)) as i64, (sl + 1) as i64, 1],
+            w_dt: DType::BF16,
+            w_s: [w as i64, 1],
+            bias: Some((DType::F32, 1)),
+            kernel: None,
+        }
+    }
+}
+
+fn check_update(cu: &Cu, c: &UpdCase) -> String {
+    let UpdCase { dt, b, d, s, w, sl, cache, csi, inplace, silu, seed, .. } = *c;
     let mut rng = Rng(seed | 1);
     let k = w - 1;
     let nslots = b + 2;
-    let x = T3::new(cu, dt, [b, d, s], [(d * s + 3) as i64, s as i64, 1], 0, || rng.unif());
-    let out = if inplace { None } else { Some(T3::new(cu, dt, [b, d, s], [(d * s) as i64, 1, d as i64], 0, nan)) };
-    let cs = T3::new(cu, dt, [nslots, d, sl], [(d * (sl + 1)) as i64, (sl + 1) as i64, 1], 0, || rng.unif());
-    let weight = T3::new(cu, DType::BF16, [d, w, 1], [w as i64, 1, 0], 0, || rng.unif());
-    let bias = T3::new(cu, DType::F32, [d, 1, 1], [1, 0, 0], 0, || rng.unif());
+    let x = T3::new(cu, dt, [b, d, s], c.x_s, 0, || rng.unif());
+    let out = if inplace { None } else { Some(T3::new(cu, dt, [b, d, s], c.out_s, 0, nan)) };
+    let cs = T3::new(cu, dt, [nslots, d, sl], c.cs_s, 0, || rng.unif());
+    let weight = T3::new(cu, c.w_dt, [d, w, 1], [c.w_s[0], c.w_s[1], 0], 0, || rng.unif());
+    let (b_dt, b_s) = c.bias.unwrap_or((DType::F32, 1));
+    let bias = T3::new(cu, b_dt, [d, 1, 1], [b_s, 0, 0], 0, || rng.unif());
     let csl: Vec<i32> = (0..b).map(|_| rng.below(3 * sl as u64 + 5) as i32 - 2).collect();
     let idx: Vec<i32> = (0..b).map(|i| if i % 3 == 1 { -1 } else { ((i + 1) % nslots) as i32 }).collect();
     let csl_d = I32::new(cu, csl.clone());
@@ -1045,13 +1098,16 @@ fn check_update(cu: &Cu, dt: DType, b: usize, d: usize, s: usize, w: usize, sl: 
         act: if silu { Act::Silu } else { Act::None },
         x: x.view(),
         weight: weight.view(),
-        bias: Some(bias.view()),
+        bias: c.bias.map(|_| bias.view()),
         out: outv,
         conv_state: cs.view(),
         cache_seqlens: if cache { Some(csl_d.view(1, 0)) } else { None },
         conv_state_indices: if csi { Some(idx_d.view(1, 0)) } else { None },
     };
     let launches = update_launches(&plan, &cu.dev_info).unwrap();
+    if let Some(want) = c.kernel {
+        assert!(launches[0].kernel.starts_with(want), "ran on {}, not {want}", launches[0].kernel);
+    }
     cu.run(&launches);
     // reference
     let ot: &T3 = out.as_ref().unwrap_or(&x);
@@ -1076,7 +1132,7 @@ fn check_update(cu: &Cu, dt: DType, b: usize, d: usize, s: usize, w: usize, sl: 
                 st[sl - k..].iter().cloned().chain(xs.iter().cloned()).collect()
             };
             for si in 0..s {
-                let mut a = bias.at(di, 0, 0);
+                let mut a = if c.bias.is_some() { bias.at(di, 0, 0) } else { 0.0 };
                 for j in 0..w {
                     a += weight.at(di, j, 0) * win[si + j];
                 }
@@ -1117,8 +1173,49 @@ fn gpu_update() {
                             n += 1;
                             let sl = w - 1 + extra.max(if w == 1 { 1 } else { 0 });
                             let name = format!("update {dt:?} W{w} S{s} sl{sl} cache{} inplace{}", cache as u8, inplace as u8);
-                            run_case(&name, || check_update(cu, dt, 5, 130, s, w, sl, cache, n % 2 == 0, inplace, n % 3 == 0, n as u64));
+                            run_case(&name, || check_update(cu, &UpdCase::basic(dt, 5, 130, s, w, sl, cache, n % 2 == 0, inplace, n % 3 == 0, n as u64)));
                         }
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The register decode step (`ccv1d_stepv_*`, 16-bit x, one token, state_len W-1 or W): every
+/// case must run on it. Slots channel- and position-major with padded slot strides, a partial
+/// last channel tile (D = 1000: 250 of a block's 128 x 4 channels in the second tile), an odd
+/// batch, blocks of 1 and of 3 rows (a row pair, then a lone row), conv_state_indices with
+/// padding rows, in place, weights on the vector path (bf16, f32) and off it (a padded or
+/// transposed weight), bias of either dtype, strided or absent.
+#[test]
+#[ignore]
+fn gpu_update_stepv() {
+    with_gpu(|cu| {
+        let mut n = 0u64;
+        for dt in [DType::F16, DType::BF16] {
+            for w in 2..=8usize {
+                for sl in [w - 1, w] {
+                    for pm in [false, true] {
+                        n += 1;
+                        // on the H100 (a wave of 132 x 16 blocks; 2 channel tiles): 1 row per block
+                        // below 1056 rows, 3 at 2401 (800 blocks of 3, then one of 1)
+                        let b = if n % 4 == 0 { 2401 } else { 203 + 2 * (n as usize % 3) };
+                        let d = 1000;
+                        let mut c = UpdCase::basic(dt, b, d, 1, w, sl, false, n % 3 == 0, n % 5 == 0, n % 2 == 0, n);
+                        c.x_s = [(d + 4) as i64, 1, 1];
+                        c.out_s = [(d + 8) as i64, 1, 1];
+                        c.cs_s = if pm { [((d + 4) * sl) as i64, 1, (d + 4) as i64] } else { [(d * sl + 4) as i64, sl as i64, 1] };
+                        (c.w_dt, c.w_s) = match n % 4 {
+                            0 => (DType::BF16, [w as i64, 1]),
+                            1 => (DType::F32, [w as i64, 1]),
+                            2 => (DType::F16, [w as i64 + 1, 1]),
+                            _ => (dt, [1, d as i64]),
+                        };
+                        c.bias = [Some((dt, 1)), Some((DType::F32, 1)), Some((DType::F16, 2)), None][(n / 2 % 4) as usize];
+                        c.kernel = Some("ccv1d_stepv_");
+                        let name = format!("stepv {dt:?} W{w} sl{sl} pm{} B{b} csi{} inplace{} w{:?}{:?} bias{:?}", pm as u8, c.csi as u8, c.inplace as u8, c.w_dt, c.w_s, c.bias);
+                        run_case(&name, || check_update(cu, &c));
                     }
                 }
             }

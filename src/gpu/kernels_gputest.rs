@@ -82,7 +82,9 @@ impl Cu {
             cu.check(retain(&mut ctx, dev), "cuDevicePrimaryCtxRetain");
             cu.ctx = ctx;
             cu.check((cu.set_current)(cu.ctx), "cuCtxSetCurrent");
-            let bytes = include_bytes!(env!("CCV1D_FATBIN"));
+            // CCV1D_GPUTEST_IMAGE: a tuning image (tests/gpu/build_variants.sh) instead of the embedded one
+            let file = std::env::var_os("CCV1D_GPUTEST_IMAGE").map(|p| std::fs::read(&p).unwrap_or_else(|e| panic!("CCV1D_GPUTEST_IMAGE {p:?}: {e}")));
+            let bytes: &[u8] = file.as_deref().unwrap_or(include_bytes!(env!("CCV1D_FATBIN")));
             let mut aligned = vec![0u64; bytes.len() / 8 + 1];
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), aligned.as_mut_ptr() as *mut u8, bytes.len());
             let mut module = std::ptr::null_mut();

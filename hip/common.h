@@ -175,19 +175,15 @@ CCV_DEV void load_weight_bits(const ccv_params& P, int64_t d0, int n, WeightBits
     wb.u[c][W] = on && has_bias ? ld_bits_dt(P.bias, (d0 + c) * P.bias_s, P.b_dtype) : 0u;
   }
 }
-// load_weight_bits for 4 channels whose weights are whole contiguous rows ([D, W], tap stride 1,
-// the run of 4 rows 8-byte aligned for 16-bit weights, 16 for f32) and bias contiguous: W vector
-// loads and one for the bias instead of 4W + 4 scalar ones (each scalar load of a warp spans
-// the warp's 32 runs, so they were most of the decode step's L1 wavefronts). Any other layout
-// takes load_weight_bits.
+// load_weight_bits for 4 channels (d0 a multiple of 4) whose weights are whole contiguous rows
+// and bias contiguous (CCV_F_W_ROWS, checked on the host): W vector loads and one for the bias
+// instead of 4W + 4 scalar ones. Any other layout takes load_weight_bits.
 template <int W>
 CCV_DEV void load_weight_bits4(const ccv_params& P, int64_t d0, WeightBits<W, 4>& wb) {
   const bool f32w = P.w_dtype == CCV_DT_F32, f32b = P.b_dtype == CCV_DT_F32;
   const bool has_bias = P.flags & CCV_F_BIAS;
   const uintptr_t wa = (uintptr_t)P.weight, ba = (uintptr_t)P.bias;
-  const bool rows = P.w_s[1] == 1 && P.w_s[0] == W && wa % (f32w ? 16 : 8) == 0 &&
-                    (!has_bias || (P.bias_s == 1 && ba % (f32b ? 16 : 8) == 0));
-  if (!rows) {
+  if (!(P.flags & CCV_F_W_ROWS)) {
     load_weight_bits<W, 4>(P, d0, 4, wb);
     return;
   }

@@ -51,6 +51,7 @@ pub const F_STATES_ANY: i32 = 1 << 13;
 pub const F_DIRECT: i32 = 1 << 14;
 pub const F_STEP_PM: i32 = 1 << 15;
 pub const F_CL_BURST: i32 = 1 << 16;
+pub const F_W_ROWS: i32 = 1 << 17;
 
 /// The kernels' single argument. Field for field `struct ccv_params` of `hip/kparams.h`
 /// (592 bytes; both sides assert the size and a few offsets).
@@ -987,6 +988,13 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
         if pm {
             k.flags |= F_STEP_PM;
         }
+        // Weights as whole contiguous rows and a contiguous bias: each thread's 4 channels in
+        // vector loads (the checks here, not in each thread before its loads go out).
+        let aligned4 = |v: &View| v.addr % (4 * v.dtype.size()) == 0;
+        let w_rows = p.weight.stride[1] == 1 && p.weight.stride[0] == p.width && aligned4(&p.weight);
+        if w_rows && p.bias.as_ref().map_or(true, |b| b.stride[0] == 1 && aligned4(b)) {
+            k.flags |= F_W_ROWS;
+        }
         // A 2-D grid, (channel tiles, row blocks) exactly: the kernel takes both from blockIdx
         // without dividing (stepv_fits keeps the tiles and the row blocks in range).
         let row_blocks = ceil_div(p.batch, k.chunk);
@@ -1740,6 +1748,14 @@ mod tests {
         // 256 rows x 11 tiles over a wave of 132 x 16 blocks: 2 rows per block
         assert_eq!((kr.n_ctiles, kr.chunk, kr.n_blocks, kr.flags & F_STEP_PM), (11, 2, 128 * 11, 0));
         assert_eq!(lr.grid, [11, 128, 1]); // (channel tiles, row blocks): the kernel does not divide
+        // weights as contiguous aligned rows, no bias: vector weight loads; a padded weight row,
+        // a strided bias or a misaligned weight: scalar loads
+        assert_ne!(kr.flags & F_W_ROWS, 0);
+        let flags_with = |weight: View, bias: Option<View>| params_of(&update_launches(&UpdatePlan { weight, bias, ..reg }, &h100()).unwrap()[0]).flags;
+        assert_ne!(flags_with(view(0x2000, DType::BF16, [4, 1, 0]), Some(view(0x2100, DType::F32, [1, 0, 0]))) & F_W_ROWS, 0);
+        assert_eq!(flags_with(view(0x2000, DType::BF16, [5, 1, 0]), None) & F_W_ROWS, 0);
+        assert_eq!(flags_with(view(0x2000, DType::BF16, [4, 1, 0]), Some(view(0x2100, DType::F32, [2, 0, 0]))) & F_W_ROWS, 0);
+        assert_eq!(flags_with(view(0x2004, DType::F32, [4, 1, 0]), None) & F_W_ROWS, 0);
         // past the 2-D grid's 65535 rows: the staged step
         let tall = UpdatePlan { batch: 65536, num_slots: 65536, ..reg };
         assert_eq!(update_launches(&tall, &h100()).unwrap()[0].kernel, "ccv1d_step_f16_w4");

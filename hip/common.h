@@ -220,7 +220,9 @@ CCV_DEV void weights_from_bits(const ccv_params& P, const WeightBits<W, C>& wb, 
   }
 }
 // weights_from_bits with one uniform branch per dtype around all the conversions, not a
-// three-way select per value (about 150 instructions a warp fewer in the decode step).
+// three-way select per value (about 150 instructions a warp fewer in the decode step). Only
+// stepv uses it so far: the other kernels' weight setup has not been timed with it (docs/perf.md
+// session 15), so weights_from_bits is unchanged.
 template <int W, int C>
 CCV_DEV void weights_from_bits_u(const ccv_params& P, const WeightBits<W, C>& wb, float (*w)[W], float* bias) {
   auto conv = [&](auto cv) {

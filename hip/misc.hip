@@ -268,7 +268,7 @@ CCV_DEV void step_body(const ccv_params& P) {
 // Each warp runs a few hundred instructions in all, in one wave of blocks, so the instructions
 // before its loads go out and those per weight are what it costs beyond the copy (H100 ncu,
 // docs/perf.md session 15): the grid is 2-D (no division), a row without conv_state_indices
-// takes its slot without checks (kernels.rs: num_slots >= batch there), and the weights come in
+// takes its slot without checks (validate.rs: num_slots >= batch there), and the weights come in
 // vector loads and convert under one dtype branch.
 template <typename T, int W, int SL, bool PM>
 CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0) {

@@ -1,14 +1,15 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
-//                                      fwd_cl, bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
+//                                      fwd_cl, fwd_pt (small channel-first problems, a vector per thread),
+//                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), bwd_slab (tiny channel-last
 //                                      backward in one launch), update, step (staged decode step), stepv (decode step in registers)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
-//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl
+//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_pt.hip: fwd_pt
 //   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_slab.hip: bwd_slab
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
@@ -39,6 +40,7 @@
 #define CCV_NT_fwd_cfs 128
 #define CCV_NT_fwd_cfw 128
 #define CCV_NT_fwd_cl 128
+#define CCV_NT_fwd_pt 128
 #define CCV_NT_bwd_cf 128
 #define CCV_NT_bwd_cfs 128
 #define CCV_NT_bwd_cfw 128
@@ -101,6 +103,15 @@
 #endif
 #ifndef CCV_LB_fwd_cfw_bf16
 #define CCV_LB_fwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cfw, (W) <= 5 ? 12 : 10)
+#endif
+#ifndef CCV_LB_fwd_pt_f32
+#define CCV_LB_fwd_pt_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_pt)
+#endif
+#ifndef CCV_LB_fwd_pt_f16
+#define CCV_LB_fwd_pt_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_pt)
+#endif
+#ifndef CCV_LB_fwd_pt_bf16
+#define CCV_LB_fwd_pt_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_pt)
 #endif
 #ifndef CCV_LB_fwd_cl_f32
 #define CCV_LB_fwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)

@@ -201,7 +201,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_slab", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_slab", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -623,6 +623,12 @@ fn split_short_rows(km: &mut KParams, inp: &ConvInputs, g: &MainGeom) -> bool {
 
 /// Launches of a forward call, in order.
 pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
+    fwd_launches_pt(p, dev, knob(Knob::FwdPt).unwrap_or(PT_MAX_VECTORS))
+}
+
+/// `fwd_launches` with `fwd_pt` taking problems of at most `pt_max` vectors (0: the tiled
+/// kernels only; tests reach them on small problems this way).
+pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: i64) -> Result<Vec<Launch>> {
     let inp = &p.inp;
     check_width(inp.width)?;
     let mut k = conv_params(inp);
@@ -638,40 +644,88 @@ pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
     let dt = inp.x.dtype;
     if inp.seqlen > 0 {
         let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
-        let g = match layout {
-            Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
-            Layout::ChannelLast => {
-                let (g, burst) = fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?;
-                if burst {
-                    k.flags |= F_CL_BURST;
-                }
-                g
-            }
-        };
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
-        let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
-        let mut g = g;
-        if warp {
-            let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
-            let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
-            g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots, false);
-            g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
-        }
-        let mut km = main_params(&k, &g, vec);
-        let family = if warp {
-            "cfw"
-        } else if split_short_rows(&mut km, inp, &g) {
-            "cfs"
+        if let Some(l) = fwd_pt_launch(p, layout, vec, &k, pt_max) {
+            v.push(l);
         } else {
-            layout.tag()
-        };
-        v.push(launch(format!("ccv1d_fwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
+            let mut g = match layout {
+                Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
+                Layout::ChannelLast => {
+                    let (g, burst) = fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?;
+                    if burst {
+                        k.flags |= F_CL_BURST;
+                    }
+                    g
+                }
+            };
+            let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
+            if warp {
+                let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
+                let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
+                g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots, false);
+                g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
+            }
+            let mut km = main_params(&k, &g, vec);
+            let family = if warp {
+                "cfw"
+            } else if split_short_rows(&mut km, inp, &g) {
+                "cfs"
+            } else {
+                layout.tag()
+            };
+            v.push(launch(format!("ccv1d_fwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
+        }
     }
     if p.final_states.is_some() {
         v.extend(states_launch(format!("ccv1d_fwd_states_{}", dt_name(dt)), &k));
     }
     Ok(v)
+}
+
+/// Most vectors (16 bytes of x each) of a forward that `fwd_pt` takes: one thread per output
+/// vector, whose loads (its vector, the one before it, the channel's weights) all go out before
+/// anything waits. Up to here it beat the tiled kernels on the H100 (003's Medium 4x256x512 f32,
+/// 2^17 vectors: 3.5 against 3.6 µs); at 4x256x4096 (2^19-2^20) it lost (bf16 10.8 against 8.6).
+/// `CCV1D_FWD_PT` overrides it (0: never). docs/perf.md, session 16.
+const PT_MAX_VECTORS: i64 = 1 << 17;
+
+/// The small-problem forward (`ccv1d_fwd_pt_*`, one output vector per thread): channel-first
+/// simple rows (rows mode, no seq_idx) on the vector path, L a multiple of the vector, at most
+/// `pt_max` vectors (PT_MAX_VECTORS by default). Grid: x = channel groups, y = segments of a
+/// row's vectors, z = batch rows (hip/fwd_pt.hip). Channel-last problems keep `fwd_cl`: a
+/// channel-last version was slower there (docs/perf.md, session 16).
+fn fwd_pt_launch(p: &FwdPlan, layout: Layout, vec: bool, k: &KParams, pt_max: i64) -> Option<Launch> {
+    let inp = &p.inp;
+    let v = 16 / inp.x.dtype.size() as i64;
+    if layout != Layout::ChannelFirst || !vec || k.flags & (F_SEQ_IDX | F_PACKED) != 0 || inp.seqlen % v != 0 {
+        return None;
+    }
+    let inner = inp.seqlen / v;
+    let n = inp.batch.saturating_mul(inp.dim).saturating_mul(inner);
+    if n > pt_max || inp.dim > i32::MAX as i64 || inp.seqlen > i32::MAX as i64 {
+        return None;
+    }
+    // 2^lg vectors of a row per channel, 128 >> lg channels per block
+    let lg = (inner.min(NT as i64) as u64).next_power_of_two().trailing_zeros() as i64;
+    let (gx, gy) = (ceil_div(inp.dim, NT as i64 >> lg), ceil_div(inner, 1 << lg));
+    if gx > MAX_GRID_X || gy > MAX_GRID_Y || inp.batch > MAX_GRID_Y {
+        return None;
+    }
+    let mut kp = *k;
+    kp.rows_log2 = lg as i32;
+    kp.n_blocks = gx * gy * inp.batch;
+    let mut l = launch(format!("ccv1d_fwd_pt_{}_w{}", dt_name(inp.x.dtype), inp.width), kp.n_blocks, NT, &kp);
+    l.grid = [gx as u32, gy as u32, inp.batch as u32];
+    Some(l)
+}
+
+/// Whether weight [D, W] is whole contiguous rows and the bias (if any) contiguous, both aligned
+/// to 4 elements (`CCV_F_W_ROWS`): a thread's 4 channels then come in vector loads.
+fn weight_rows(weight: &View, width: i64, bias: Option<&View>) -> bool {
+    let aligned4 = |v: &View| v.addr % (4 * v.dtype.size()) == 0;
+    let w_rows = weight.stride[1] == 1 && weight.stride[0] == width && aligned4(weight);
+    w_rows && bias.map_or(true, |b| b.stride[0] == 1 && aligned4(b))
 }
 
 fn bwd_params(p: &BwdPlan) -> KParams {
@@ -990,9 +1044,7 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
         }
         // Weights as whole contiguous rows and a contiguous bias: each thread's 4 channels in
         // vector loads (the checks here, not in each thread before its loads go out).
-        let aligned4 = |v: &View| v.addr % (4 * v.dtype.size()) == 0;
-        let w_rows = p.weight.stride[1] == 1 && p.weight.stride[0] == p.width && aligned4(&p.weight);
-        if w_rows && p.bias.as_ref().map_or(true, |b| b.stride[0] == 1 && aligned4(b)) {
+        if weight_rows(&p.weight, p.width, p.bias.as_ref()) {
             k.flags |= F_W_ROWS;
         }
         // A 2-D grid, (channel tiles, row blocks) exactly: the kernel takes both from blockIdx
@@ -1106,19 +1158,22 @@ enum Knob {
     /// `CCV1D_CL_CHUNK`: tokens per block of the streaming channel-last kernels (rounded up to a
     /// multiple of 8; wins over `CCV1D_CL_TILES`).
     ClChunk,
+    /// `CCV1D_FWD_PT`: most 16-byte vectors of a forward on `fwd_pt` (0: never).
+    FwdPt,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 5] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static VALUES: [OnceLock<Option<i64>>; 6] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
         Knob::BwdRows => "CCV1D_BWD_ROWS",
         Knob::CfWarp => "CCV1D_CF_WARP",
         Knob::ClChunk => "CCV1D_CL_CHUNK",
+        Knob::FwdPt => "CCV1D_FWD_PT",
     };
-    let least = if matches!(k, Knob::CfWarp) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1205,6 +1260,7 @@ mod tests {
             ("CCV_F_DIRECT", F_DIRECT),
             ("CCV_F_STEP_PM", F_STEP_PM),
             ("CCV_F_CL_BURST", F_CL_BURST),
+            ("CCV_F_W_ROWS", F_W_ROWS),
 
             ("CCV_DT_F32", DT_F32), ("CCV_DT_F16", DT_F16), ("CCV_DT_BF16", DT_BF16),
         ];
@@ -1219,7 +1275,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1330,7 +1386,7 @@ mod tests {
         for (b, d, l) in [(4, 5376, 4096), (4, 256, 4096), (1, 1, 1), (2, 3, 5000), (1, 64, 1 << 20)] {
             for dt in [DType::F32, DType::F16, DType::BF16] {
                 let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
-                let v = fwd_launches(&p, &h100()).unwrap();
+                let v = fwd_launches_pt(&p, &h100(), 0).unwrap();
                 assert_eq!(v.len(), 1);
                 // warp spans at W = 4: 16-bit rows of at most half a tile (1024 tokens) and at
                 // least one span (512), 2^22 elements and up: none of these shapes
@@ -1360,14 +1416,14 @@ mod tests {
         }
         // the small shape of DESIGN.md is split into one-tile blocks (2 per row)
         let p = fwd_plan(inputs(DType::BF16, 4, 256, 4096, 4, cf(4, 256, 4096)));
-        let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
+        let k = params_of(&fwd_launches_pt(&p, &h100(), 0).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
         // 16-bit rows of one or two warp spans in a problem of 2^22 elements and up: warp spans,
         // several batch rows of a channel per block (4x4096x512: all 4, 4096 blocks); and at
         // W >= 6 on long rows
         for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 4, 4096), (DType::BF16, 4, 5376, 4096, 6, 2, 10752)] {
             let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
-            let v = fwd_launches(&p, &h100()).unwrap();
+            let v = fwd_launches_pt(&p, &h100(), 0).unwrap();
             let k = params_of(&v[0]);
             assert_eq!(v[0].kernel, format!("ccv1d_fwd_cfw_{}_w{w}", dt.name()));
             assert_eq!((k.brows as i64, k.n_chunks, k.n_blocks), (brows, 1, blocks), "{dt:?} {b}x{d}x{l}");
@@ -1375,17 +1431,60 @@ mod tests {
         // short rows: several (batch, channel) rows per block, at least 16 threads per row
         for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 256, 3, 2048), (DType::F32, 4, 4096, 512, 1, 8192), (DType::BF16, 4, 256, 512, 2, 256), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {
             let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
-            let k = params_of(&fwd_launches(&p, &h100()).unwrap()[0]);
+            let k = params_of(&fwd_launches_pt(&p, &h100(), 0).unwrap()[0]);
             assert_eq!((k.rows_log2, k.n_chunks, k.n_blocks), (rl, 1, blocks), "{dt:?} {b}x{d}x{l}");
-            assert_eq!(fwd_launches(&p, &h100()).unwrap()[0].kernel, format!("ccv1d_fwd_cfs_{}_w4", dt.name()));
+            assert_eq!(fwd_launches_pt(&p, &h100(), 0).unwrap()[0].kernel, format!("ccv1d_fwd_cfs_{}_w4", dt.name()));
         }
+    }
+
+    #[test]
+    fn fwd_pt_choice() {
+        // (dtype, b, d, l) -> (rows_log2, grid): a vector per thread, 2^rows_log2 vectors of a
+        // row per channel, 128 >> rows_log2 channels a block
+        for (dt, b, d, l, lg, grid) in [
+            (DType::F32, 1, 32, 64, 4, [4, 1, 1]),     // seeds' Tiny
+            (DType::BF16, 2, 64, 256, 5, [16, 1, 2]),  // seeds' Small
+            (DType::F32, 4, 256, 512, 7, [256, 1, 4]), // 003's Medium: 2^17 vectors
+            (DType::F16, 3, 3, 8 * 300, 7, [3, 3, 3]), // 300 vectors a row
+            (DType::BF16, 2, 5, 8, 0, [1, 1, 2]),      // one vector a row
+        ] {
+            let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+            let v = fwd_launches(&p, &h100()).unwrap();
+            assert_eq!(v.len(), 1);
+            assert_eq!(v[0].kernel, format!("ccv1d_fwd_pt_{}_w4", dt.name()));
+            let k = params_of(&v[0]);
+            assert_eq!((k.rows_log2, v[0].grid), (lg, grid), "{dt:?} {b}x{d}x{l}");
+            assert_eq!(k.n_blocks, grid.iter().map(|&g| g as i64).product::<i64>());
+            assert!(!fwd_launches_pt(&p, &h100(), 0).unwrap()[0].kernel.contains("_pt_"), "0: the tiled kernels");
+        }
+        // final states: the states launch after it
+        let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
+        p.final_states = Some(view(0x7000_0000, DType::F32, [96, 3, 1]));
+        let names: Vec<_> = fwd_launches(&p, &h100()).unwrap().into_iter().map(|l| l.kernel).collect();
+        assert_eq!(names, ["ccv1d_fwd_pt_f32_w4", "ccv1d_fwd_states_f32"]);
+        // not taken: channel-last, seq_idx, partial vectors, the scalar path, past
+        // PT_MAX_VECTORS, or the batch past the grid's z
+        let tiled = |p: &FwdPlan| !fwd_launches(p, &h100()).unwrap()[0].kernel.contains("_pt_");
+        assert!(tiled(&fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, cl(1, 32, 64)))));
+        let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
+        p.inp.seq_idx = Some(IdxView { addr: 0x9000, stride: [64, 1], elem_bytes: 4 });
+        assert!(tiled(&p));
+        assert!(tiled(&fwd_plan(inputs(DType::F32, 1, 32, 66, 4, cf(1, 32, 66)))));
+        let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
+        p.inp.x.addr += 4;
+        assert!(tiled(&p));
+        let (d, l) = (64, PT_MAX_VECTORS * 4 / 64);
+        assert!(!tiled(&fwd_plan(inputs(DType::F32, 1, d, l, 4, cf(1, d, l)))));
+        assert!(tiled(&fwd_plan(inputs(DType::F32, 1, d, l + 4, 4, cf(1, d, l + 4)))));
+        assert!(tiled(&fwd_plan(inputs(DType::BF16, 65536, 1, 8, 4, cf(65536, 1, 8)))));
+        assert!(!tiled(&fwd_plan(inputs(DType::BF16, 65535, 1, 8, 4, cf(65535, 1, 8)))));
     }
 
     #[test]
     fn fwd_channel_last_geometry() {
         for (b, d, l) in [(4, 5376, 4096), (8, 2048, 1024), (1, 100, 3), (2, 8, 1)] {
             let p = fwd_plan(inputs(DType::BF16, b, d, l, 3, cl(b, d, l)));
-            let v = fwd_launches(&p, &mi300()).unwrap();
+            let v = fwd_launches_pt(&p, &mi300(), 0).unwrap();
             assert_eq!(v[0].kernel, "ccv1d_fwd_cl_bf16_w3");
             check_grid(&v[0]);
             let k = params_of(&v[0]);
@@ -1442,28 +1541,28 @@ mod tests {
 
         // misaligned base or odd row stride → scalar path, same kernel
         let mut p = fwd_plan(inputs(DType::BF16, 2, 16, 1000, 4, cf(2, 16, 1000)));
-        assert_ne!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), 0).unwrap()[0]).flags & F_VEC, 0);
         p.inp.x.addr += 2;
-        assert_eq!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        assert_eq!(params_of(&fwd_launches_pt(&p, &h100(), 0).unwrap()[0]).flags & F_VEC, 0);
         let mut p = fwd_plan(inputs(DType::BF16, 2, 16, 1001, 4, cf(2, 16, 1001)));
-        assert_eq!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        assert_eq!(params_of(&fwd_launches_pt(&p, &h100(), 0).unwrap()[0]).flags & F_VEC, 0);
         p.out.stride = [16 * 1008, 1008, 1];
         p.inp.x.stride = [16 * 1008, 1008, 1]; // a slice of a wider, 16-byte-aligned buffer
-        assert_ne!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), 0).unwrap()[0]).flags & F_VEC, 0);
         let mut p = fwd_plan(inputs(DType::F32, 2, 16, 64, 4, [16 * 64 * 2, 64 * 2, 2])); // L-stride 2
-        let l = &fwd_launches(&p, &h100()).unwrap()[0];
+        let l = &fwd_launches_pt(&p, &h100(), 0).unwrap()[0];
         assert_eq!(l.kernel, "ccv1d_fwd_cfs_f32_w4", "L = 64: short rows");
         assert_eq!(params_of(l).flags & F_VEC, 0);
         p.inp.x.stride = [-16 * 64, 64, 1]; // negative strides are fine
         p.out.stride = [16 * 64, 64, 1];
-        assert_ne!(params_of(&fwd_launches(&p, &h100()).unwrap()[0]).flags & F_VEC, 0);
+        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), 0).unwrap()[0]).flags & F_VEC, 0);
     }
 
     #[test]
     fn fwd_states_and_empty_shapes() {
         let mut p = fwd_plan(inputs(DType::F16, 3, 40, 0, 4, cf(3, 40, 0)));
         p.final_states = Some(view(0x5000_0000, DType::F16, [40 * 3, 3, 1]));
-        let v = fwd_launches(&p, &h100()).unwrap();
+        let v = fwd_launches_pt(&p, &h100(), 0).unwrap();
         assert_eq!(v.len(), 1, "L = 0: only the states kernel");
         assert_eq!(v[0].kernel, "ccv1d_fwd_states_f16");
         let k = params_of(&v[0]);
@@ -1472,15 +1571,15 @@ mod tests {
         check_grid(&v[0]);
 
         p.inp.seqlen = 10;
-        let v = fwd_launches(&p, &h100()).unwrap();
+        let v = fwd_launches_pt(&p, &h100(), 0).unwrap();
         assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_fwd_cfs_f16_w4", "ccv1d_fwd_states_f16"]);
 
         p.inp.width = 1; // no state
-        assert_eq!(fwd_launches(&p, &h100()).unwrap().len(), 1);
+        assert_eq!(fwd_launches_pt(&p, &h100(), 0).unwrap().len(), 1);
         p.inp.batch = 0;
-        assert!(fwd_launches(&p, &h100()).unwrap().is_empty());
+        assert!(fwd_launches_pt(&p, &h100(), 0).unwrap().is_empty());
         p.inp.width = 9;
-        assert_eq!(fwd_launches(&p, &h100()).unwrap_err().status, CCV1D_ERR_WIDTH);
+        assert_eq!(fwd_launches_pt(&p, &h100(), 0).unwrap_err().status, CCV1D_ERR_WIDTH);
     }
 
     #[test]
@@ -1495,7 +1594,7 @@ mod tests {
         inp.initial_states = Some(view(0x6300_0000, DType::BF16, [64 * 3, 3, 1]));
         let mut p = fwd_plan(inp);
         p.final_states = p.inp.initial_states; // the same pool
-        let v = fwd_launches(&p, &h100()).unwrap();
+        let v = fwd_launches_pt(&p, &h100(), 0).unwrap();
         assert_eq!(v.len(), 2);
         let (k0, k1) = (params_of(&v[0]), params_of(&v[1]));
         for k in [&k0, &k1] {
@@ -1796,7 +1895,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (13 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (14 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

@@ -441,6 +441,9 @@ struct ConvOpts {
     has_init: Option<(Vec<i32>, bool)>,
     num_slots: usize,
     seed: u64,
+    /// weight as whole contiguous rows [D, W] and a contiguous bias (vector weight loads where a
+    /// kernel has them); otherwise padded rows and a stride-2 bias
+    w_rows: bool,
 }
 
 fn build_conv(cu: &Cu, o: &ConvOpts) -> Conv {
@@ -448,8 +451,9 @@ fn build_conv(cu: &Cu, o: &ConvOpts) -> Conv {
     let (st, off) = strides_for([o.b, o.d, o.l], o.lay);
     let x = T3::new(cu, o.dt, [o.b, o.d, o.l], st, off, || rng.unif());
     let mut rng2 = Rng(o.seed ^ 0x1234567 | 1);
-    let weight = T3::new(cu, o.wdt, [o.d, o.w, 1], [o.w as i64 + 1, 1, 0], 0, || rng2.unif() * 0.6);
-    let bias = o.bdt.map(|bdt| T3::new(cu, bdt, [o.d, 1, 1], [2, 0, 0], 1, || rng2.unif() * 0.5));
+    let (w_row, b_step, b_off) = if o.w_rows { (o.w as i64, 1, 0) } else { (o.w as i64 + 1, 2, 1) };
+    let weight = T3::new(cu, o.wdt, [o.d, o.w, 1], [w_row, 1, 0], 0, || rng2.unif() * 0.6);
+    let bias = o.bdt.map(|bdt| T3::new(cu, bdt, [o.d, 1, 1], [b_step, 0, 0], b_off, || rng2.unif() * 0.5));
     let k = o.w - 1;
     let seq = if o.seq_idx {
         // non-decreasing ids with a few negative (padding) runs and an occasional non-monotonic jump
@@ -549,8 +553,24 @@ fn conv_inputs(c: &Conv) -> ConvInputs {
 fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
     let mut c = build_conv(cu, o);
     c.set_states_any(o.init || final_states);
+    let mut msg = check_fwd_on(cu, &c, o.lay, final_states, alias, PT_DEFAULT);
+    // a small problem on fwd_pt: the tiled kernels too (their small-shape coverage), unless the
+    // first run's final states overwrote the pool it reads
+    if msg.contains("[ccv1d_fwd_pt_") && !alias {
+        msg += &format!("; tiled: {}", check_fwd_on(cu, &c, o.lay, final_states, false, 0));
+    }
+    for t in [&c.x, &c.weight] {
+        t.free(cu);
+    }
+    msg
+}
+
+/// `pt_max` of check_fwd_on: the library's choice (PT_MAX_VECTORS or CCV1D_FWD_PT).
+const PT_DEFAULT: i64 = -1;
+
+fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt_max: i64) -> String {
     let k = c.k();
-    let (st, off) = strides_for([c.b, c.d, c.l], o.lay);
+    let (st, off) = strides_for([c.b, c.d, c.l], lay);
     let out = T3::new(cu, c.dt, [c.b, c.d, c.l], st, off, nan);
     let fin = if final_states && !alias {
         let (st, off) = strides_for([c.num_slots, c.d, k], Lay::CfPad);
@@ -558,11 +578,11 @@ fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
     } else {
         None
     };
-    let mut plan = FwdPlan { inp: conv_inputs(&c), out: out.view(), final_states: None };
+    let mut plan = FwdPlan { inp: conv_inputs(c), out: out.view(), final_states: None };
     if final_states {
         plan.final_states = Some(if alias { c.init.as_ref().unwrap().view() } else { fin.as_ref().unwrap().view() });
     }
-    let launches = fwd_launches(&plan, &cu.dev_info).unwrap();
+    let launches = if pt_max == PT_DEFAULT { fwd_launches(&plan, &cu.dev_info) } else { fwd_launches_pt(&plan, &cu.dev_info, pt_max) }.unwrap();
     cu.run(&launches);
 
     // reference
@@ -606,8 +626,9 @@ fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
         let (rel, _) = compare("final_states", &ft.read(cu), &wantf, c.dt, 1.0);
         msg += &format!(" final {rel:.1e}");
     }
-    for t in [&c.x, &c.weight, &out] {
-        t.free(cu);
+    out.free(cu);
+    if let Some(f) = &fin {
+        f.free(cu);
     }
     // "+burst": fwd_cl's burst walk runs (the flag on the vector path)
     let burst = |l: &Launch| params_of(l).flags & (F_CL_BURST | F_VEC) == F_CL_BURST | F_VEC;
@@ -816,13 +837,14 @@ fn random_opts(rng: &mut Rng, seed: u64) -> ConvOpts {
         has_init,
         num_slots,
         seed,
+        w_rows: seed % 2 == 0,
     }
 }
 
 fn describe(o: &ConvOpts) -> String {
     format!(
-        "{:?} w{:?} b{:?} B{} D{} L{} W{} silu{} {:?} seq{} init{} packed{:?} si{:?} hi{:?} slots{}",
-        o.dt, o.wdt, o.bdt, o.b, o.d, o.l, o.w, o.silu as u8, o.lay, o.seq_idx as u8, o.init as u8, o.packed, o.state_idx, o.has_init, o.num_slots
+        "{:?} w{:?} b{:?} B{} D{} L{} W{} silu{} {:?} seq{} init{} packed{:?} si{:?} hi{:?} slots{} wrows{}",
+        o.dt, o.wdt, o.bdt, o.b, o.d, o.l, o.w, o.silu as u8, o.lay, o.seq_idx as u8, o.init as u8, o.packed, o.state_idx, o.has_init, o.num_slots, o.w_rows as u8
     )
 }
 
@@ -875,7 +897,7 @@ fn gpu_bwd_random() {
 }
 
 fn big(dt: DType, lay: Lay, b: usize, d: usize, l: usize, w: usize) -> ConvOpts {
-    ConvOpts { dt, wdt: DType::F32, bdt: Some(DType::F32), b, d, l, w, silu: true, lay, seq_idx: false, init: false, packed: None, state_idx: None, has_init: None, num_slots: b, seed: 5 }
+    ConvOpts { dt, wdt: DType::F32, bdt: Some(DType::F32), b, d, l, w, silu: true, lay, seq_idx: false, init: false, packed: None, state_idx: None, has_init: None, num_slots: b, seed: 5, w_rows: false }
 }
 
 /// Shapes big enough for several tiles per block and several chunks per row.
@@ -925,6 +947,48 @@ fn gpu_fwd_cl_short_chunks() {
                 assert!(m.contains(&kernel) && m.contains("+burst") == (dt != DType::F32), "not on the short-chunk path: {m}");
                 m
             });
+        }
+    });
+}
+
+/// Small channel-first forwards on `fwd_pt` (a vector per thread), each case also on the tiled
+/// kernels (check_fwd): every dtype and width, contiguous and padded rows, rows of one vector to
+/// past 128 vectors (several grid segments), bias absent, 16-bit or f32, and with states:
+/// initial states through state indices with skipped rows (slot -1 and past the pool),
+/// has_initial_state as int32 and bool, final states. Each case must run on it.
+#[test]
+#[ignore]
+fn gpu_fwd_pt() {
+    with_gpu(|cu| {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let v = 16 / dt.size();
+            for lay in [Lay::Cf, Lay::CfPad] {
+                // seeds' Tiny and Small; one vector a row; 130 vectors a row (two segments);
+                // 3 channels of a block; W - 1 past a vector (f32, W = 6-8)
+                let shapes = [(1, 32, 64), (2, 64, 256), (3, 5, v), (2, 3, 130 * v), (1, 3, 3 * v)];
+                for (si, &(b, d, l)) in shapes.iter().enumerate() {
+                    for w in 1..=8 {
+                        let states = (si + w) % 2 == 1;
+                        let mut o = big(dt, lay, b, d, l, w);
+                        o.wdt = if states { DType::BF16 } else { DType::F32 };
+                        o.bdt = [None, Some(dt), Some(DType::F32)][(si + w) % 3];
+                        o.silu = w % 2 == 0;
+                        o.seed = (si * 1000 + w * 10 + states as usize) as u64;
+                        if states {
+                            o.init = w > 1;
+                            o.num_slots = b + 1;
+                            o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
+                            o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), w % 4 == 0));
+                        }
+                        let name = format!("fwd_pt {}", describe(&o));
+                        run_case(&name, || {
+                            let m = check_fwd(cu, &o, states && w > 1, false);
+                            assert!(m.contains(&format!("[ccv1d_fwd_pt_{}_w{w}", dt_name(dt))), "not on fwd_pt: {m}");
+                            m
+                        });
+                    }
+                }
+            }
         }
     });
 }

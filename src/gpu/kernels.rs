@@ -720,14 +720,6 @@ fn fwd_pt_launch(p: &FwdPlan, layout: Layout, vec: bool, k: &KParams, pt_max: i6
     Some(l)
 }
 
-/// Whether weight [D, W] is whole contiguous rows and the bias (if any) contiguous, both aligned
-/// to 4 elements (`CCV_F_W_ROWS`): a thread's 4 channels then come in vector loads.
-fn weight_rows(weight: &View, width: i64, bias: Option<&View>) -> bool {
-    let aligned4 = |v: &View| v.addr % (4 * v.dtype.size()) == 0;
-    let w_rows = weight.stride[1] == 1 && weight.stride[0] == width && aligned4(weight);
-    w_rows && bias.map_or(true, |b| b.stride[0] == 1 && aligned4(b))
-}
-
 fn bwd_params(p: &BwdPlan) -> KParams {
     let inp = &p.inp;
     let mut k = conv_params(inp);
@@ -1044,7 +1036,9 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
         }
         // Weights as whole contiguous rows and a contiguous bias: each thread's 4 channels in
         // vector loads (the checks here, not in each thread before its loads go out).
-        if weight_rows(&p.weight, p.width, p.bias.as_ref()) {
+        let aligned4 = |v: &View| v.addr % (4 * v.dtype.size()) == 0;
+        let w_rows = p.weight.stride[1] == 1 && p.weight.stride[0] == p.width && aligned4(&p.weight);
+        if w_rows && p.bias.as_ref().map_or(true, |b| b.stride[0] == 1 && aligned4(b)) {
             k.flags |= F_W_ROWS;
         }
         // A 2-D grid, (channel tiles, row blocks) exactly: the kernel takes both from blockIdx

@@ -5,8 +5,8 @@
 // vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_shfl (value of lane src), ccv_f16/ccv_bf16
 // storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
 // vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses),
-// ccv_cp<N>/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
-// CCV_EXTERN_KERNEL.
+// ccv_cp<N>/ccv_cp16/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
+// ccv_warp_sync, CCV_EXTERN_KERNEL.
 #pragma once
 
 #include <stdint.h>
@@ -108,6 +108,15 @@ template <int N> __device__ __forceinline__ void ccv_cp(void* smem, const void* 
   }
 #endif
 }
+// 16 bytes (both addresses 16-byte aligned); cp.async.cg: the line is not kept in L1
+__device__ __forceinline__ void ccv_cp16(void* smem, const void* g, bool in) {
+#if defined(CCV_CUDA)
+  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(in ? 16 : 0) : "memory");
+#else
+  *(ccv_vec16*)smem = in ? *(const ccv_vec16*)g : make_uint4(0u, 0u, 0u, 0u);
+#endif
+}
 __device__ __forceinline__ void ccv_cp_commit() {
 #if defined(CCV_CUDA)
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -116,6 +125,18 @@ __device__ __forceinline__ void ccv_cp_commit() {
 template <int N> __device__ __forceinline__ void ccv_cp_wait() {
 #if defined(CCV_CUDA)
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// Threads of one warp (and 32 consecutive threads are always in one warp, 32 or 64 wide) see
+// each other's shared-memory writes after this. AMD: a wavefront runs in lockstep; the fence
+// orders its LDS accesses.
+__device__ __forceinline__ void ccv_warp_sync() {
+#if defined(CCV_CUDA)
+  __syncwarp();
+#else
+  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
+  __builtin_amdgcn_wave_barrier();
 #endif
 }
 

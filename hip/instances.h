@@ -3,14 +3,16 @@
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
 //                                      fwd_cl, fwd_pt (small channel-first problems, a vector per thread),
 //                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
-//                                      bwd_cls (simple channel-last rows), bwd_slab (tiny channel-last
+//                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
+//                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
 //                                      backward in one launch), update, step (staged decode step), stepv (decode step in registers)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_pt.hip: fwd_pt
-//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_slab.hip: bwd_slab
+//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
+//   bwd_slab.hip: bwd_slab
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
@@ -46,6 +48,7 @@
 #define CCV_NT_bwd_cfw 128
 #define CCV_NT_bwd_cl 128
 #define CCV_NT_bwd_cls 128
+#define CCV_NT_bwd_clw 128
 #define CCV_NT_bwd_slab 256
 #define CCV_NT_update 128
 #define CCV_NT_step 128
@@ -167,6 +170,15 @@
 #ifndef CCV_LB_bwd_cls_bf16
 #define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : 3)
 #endif
+#ifndef CCV_LB_bwd_clw_f32
+#define CCV_LB_bwd_clw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, CCV_CLW_BLOCKS)
+#endif
+#ifndef CCV_LB_bwd_clw_f16
+#define CCV_LB_bwd_clw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, CCV_CLW_BLOCKS)
+#endif
+#ifndef CCV_LB_bwd_clw_bf16
+#define CCV_LB_bwd_clw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, CCV_CLW_BLOCKS)
+#endif
 #ifndef CCV_LB_bwd_slab_f32
 #define CCV_LB_bwd_slab_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_slab)
 #endif
@@ -264,6 +276,15 @@
 #endif
 #ifndef CCV_CL_RING_bwd_f32
 #define CCV_CL_RING_bwd_f32(W) ((W) == 5 || (W) == 6 ? 0 : (W) == 8 ? 8 : 4)
+#endif
+// bwd_clw: steps of 16-byte copies in flight per 32-thread group (each step 1 KB: TS tokens x 64
+// channels of x and of dout), and the resident blocks its launch bound asks for (kernels.rs's
+// cl_fit mirrors it)
+#ifndef CCV_CLW_RING
+#define CCV_CLW_RING 4
+#endif
+#ifndef CCV_CLW_BLOCKS
+#define CCV_CLW_BLOCKS 5
 #endif
 // channels per bwd_cls thread (4 or 2), per x element size and width: f32 with 2 (8-byte
 // accesses, 96 registers at W = 4) ran 4x5376x4096 bwd in 0.449 ms against 0.533 with 4; 16-bit

@@ -11,10 +11,11 @@
 //!   channel-last streaming (4 channels x a run of tokens per thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cfs,cfw,cl,cls}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
+//! - `ccv1d_bwd_{cf,cfs,cfw,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
 //!   partials into the workspace (`cfs`: short channel-first rows, several per block; `cfw`:
 //!   channel-first simple rows on the vector path in warp spans, no shared memory; `cls`:
-//!   channel-last streaming, simple rows on the vector path; `cl`: tiles);
+//!   channel-last streaming, simple rows on the vector path; `clw`: the same fed by per-warp rings
+//!   of 16-byte copies, two channels a thread; `cl`: tiles);
 //! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
 //!   channels of every row and token, and stores dweight/dbias itself);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
@@ -201,7 +202,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_slab", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -756,6 +757,10 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
         let n = ceil_div(inp.dim, 1 << lc);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
+    if layout == Layout::ChannelLast && bwd_clw(p) {
+        let fit = ClFit { blocks_per_sm: CLW_BLOCKS_PER_SM, one_wave: None };
+        return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, fit, dev).map(Some);
+    }
     if layout == Layout::ChannelLast && bwd_streams(p) {
         let fit = cl_fit(true, inp.x.dtype, inp.width);
         return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, fit, dev).map(Some);
@@ -875,6 +880,27 @@ fn bwd_streams(p: &BwdPlan) -> bool {
         && vec_ok(&p.dx, lay, dims)
 }
 
+/// Resident `bwd_clw` blocks per multiprocessor: its launch bound (`CCV_CLW_BLOCKS`).
+const CLW_BLOCKS_PER_SM: i64 = 5;
+
+/// The streaming channel-last backward on `ccv1d_bwd_clw_*` (per-warp rings of 16-byte copies,
+/// two channels a thread, 5 blocks per SM) instead of `bwd_cls` (four channels a thread, 3 blocks
+/// per SM): D a multiple of the 16-byte vector (whole vectors per copy), L below 2^30 (32-bit
+/// token indices, chunk starts included), and where it was measured faster: 16-bit x at W = 3-5
+/// (H100, docs/perf.md, session 17; bf16 SiLU, µs, `bwd_cls` against it: 4x5376x4096 W = 4
+/// 211.7 / 209.6, W = 3 209.7 / 205.1, W = 5 217.8 / 214.5, 4x256x4096 20.5 / 18.7, 4x4096x512
+/// 27.5 / 27.0, 8x2048x1024 45.3 / 45.5). f32 (376.5 / 386.3 at W = 4), W = 2 (195.9 / 200.5)
+/// and W >= 6 (226.9 / 244.8 at W = 6) keep `bwd_cls`. `CCV1D_CL_BWD=0` / `1`: never / wherever it
+/// can run.
+fn bwd_clw(p: &BwdPlan) -> bool {
+    let inp = &p.inp;
+    let allowed = bwd_streams(p) && inp.dim % (16 / inp.x.dtype.size() as i64) == 0 && inp.seqlen <= (i32::MAX / 2) as i64;
+    match knob(Knob::ClBwd) {
+        Some(v) => allowed && v == 1,
+        None => allowed && inp.x.dtype != DType::F32 && (3..=5).contains(&inp.width),
+    }
+}
+
 /// Rows of fp32 partials in the workspace: one per (group of brows batch rows, chunk).
 fn bwd_partials(p: &BwdPlan, g: &Option<MainGeom>) -> i64 {
     g.map(|g| ceil_div(p.inp.batch, g.brows) * g.n_chunks).unwrap_or(0)
@@ -947,6 +973,8 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
             ("cfw", NT)
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
+        } else if g.layout == Layout::ChannelLast && bwd_clw(p) {
+            ("clw", NT)
         } else if g.layout == Layout::ChannelLast && bwd_streams(p) {
             ("cls", NT)
         } else {
@@ -1154,11 +1182,14 @@ enum Knob {
     ClChunk,
     /// `CCV1D_FWD_PT`: most 16-byte vectors of a forward on `fwd_pt` (0: never).
     FwdPt,
+    /// `CCV1D_CL_BWD`: 0 / 1 = the channel-last backward of simple rows on `bwd_cls` / on
+    /// `bwd_clw` wherever it can run.
+    ClBwd,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 6] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static VALUES: [OnceLock<Option<i64>>; 7] = [const { OnceLock::new() }; 7];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1166,8 +1197,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::CfWarp => "CCV1D_CF_WARP",
         Knob::ClChunk => "CCV1D_CL_CHUNK",
         Knob::FwdPt => "CCV1D_FWD_PT",
+        Knob::ClBwd => "CCV1D_CL_BWD",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1269,7 +1301,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1286,6 +1318,10 @@ mod tests {
             let lanes = NT as i64 / (CL_CC / cv);
             assert_eq!(CL_SUB % lanes, 0, "CL_SUB {CL_SUB} against {lanes} lanes");
         }
+        // bwd_clw: 32-thread groups of 2 channels (one CL_CC tile), and its launch bound
+        assert_eq!(CL_SUB % (NT as i64 / 32), 0);
+        assert_eq!(CL_CC, 64);
+        assert_eq!(header_define(INSTANCES_H, "CCV_CLW_BLOCKS"), CLW_BLOCKS_PER_SM);
     }
 
     fn view(addr: usize, dtype: DType, stride: [i64; 3]) -> View {
@@ -1657,6 +1693,45 @@ mod tests {
         assert!(!bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0].kernel.contains("slab"));
     }
 
+    /// The channel-last backward of simple rows: `bwd_clw` for 16-bit x at W = 3-5 with whole
+    /// 16-byte vectors along D, else `bwd_cls` (or `bwd_cl` off the vector path); its geometry.
+    #[test]
+    fn bwd_clw_choice() {
+        let family_on = |dt: DType, b: i64, d: i64, l: i64, w: i64, dpad: i64| {
+            let p = bwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad]));
+            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            let k = params_of(&v[0]);
+            if v[0].kernel.contains("_clw_") {
+                // whole 64-channel tiles, chunks split evenly over the 4 groups of 32 threads
+                assert_eq!(k.n_ctiles, ceil_div(d, 64));
+                assert_eq!(k.chunk % 4, 0);
+                assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
+                assert!(k.n_chunks * k.chunk >= l && (k.n_chunks - 1) * k.chunk < l);
+                assert_eq!(v[0].block[0], NT);
+                check_grid(&v[0]);
+            }
+            v[0].kernel.trim_start_matches("ccv1d_bwd_").split('_').next().unwrap().to_string()
+        };
+        let family = |dt: DType, b: i64, d: i64, l: i64, w: i64| family_on(dt, b, d, l, w, d);
+        for dt in [DType::F16, DType::BF16] {
+            for w in 1..=8 {
+                let want = if (3..=5).contains(&w) { "clw" } else { "cls" };
+                assert_eq!(family(dt, 4, 5376, 4096, w), want, "{dt:?} W = {w}");
+                assert_eq!(family(dt, 4, 256, 4096, w), want);
+                assert_eq!(family(dt, 3, 72, 1000, w), want, "a partial channel tile");
+            }
+            // D a multiple of 4 but not of 8 (rows padded to whole vectors): bwd_cls's 4-channel
+            // groups; padded rows of whole vectors: bwd_clw
+            assert_eq!(family_on(dt, 4, 5380, 4096, 4, 5384), "cls");
+            assert_eq!(family_on(dt, 4, 5376, 4096, 4, 5384), "clw");
+        }
+        assert_eq!(family(DType::F32, 4, 5376, 4096, 4), "cls");
+        // seq_idx: the general kernel
+        let mut p = bwd_plan(inputs(DType::BF16, 4, 5376, 4096, 4, cl(4, 5376, 4096)));
+        p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [4096, 1], elem_bytes: 4 });
+        assert_eq!(bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0].kernel, "ccv1d_bwd_cl_bf16_w4");
+    }
+
     #[test]
     fn bwd_launches_and_workspace() {
         for (lay, (b, d, l)) in [(0, (4, 5376, 4096)), (1, (8, 2048, 1024)), (0, (2, 3, 7)), (1, (1, 70, 1)), (0, (1, 32, 64))] {
@@ -1683,7 +1758,7 @@ mod tests {
                 } else if lay == 0 {
                     if warp { "cfw" } else if short { "cfs" } else { "cf" }
                 } else if d % 8 == 0 {
-                    "cls"
+                    if w == 4 { "clw" } else { "cls" }
                 } else {
                     "cl"
                 };
@@ -1889,11 +1964,12 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (14 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (15 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));
         assert!(names.contains(&"ccv1d_bwd_cls_f32_w8".to_string()));
+        assert!(names.contains(&"ccv1d_bwd_clw_f16_w3".to_string()));
         assert!(names.contains(&"ccv1d_bwd_cfw_bf16_w6".to_string()));
     }
 }

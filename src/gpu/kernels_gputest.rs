@@ -1034,6 +1034,48 @@ fn gpu_bwd_slab() {
     });
 }
 
+/// The channel-last backward on `bwd_clw` (16-bit x, W = 3-5, whole 16-byte vectors along D):
+/// contiguous and padded rows, a partial channel tile, segments shorter than the window and not a
+/// multiple of a copy step, one chunk and many, and with states: skipped rows (slot -1 and past the
+/// pool), has_initial_state, dfinal, dinitial_states; SiLU on and off, bias absent or 16-bit.
+/// Each case must run on it.
+#[test]
+#[ignore]
+fn gpu_bwd_clw() {
+    with_gpu(|cu| {
+        for dt in [DType::F16, DType::BF16] {
+            for lay in [Lay::Cl, Lay::ClPad] {
+                // (past the slab kernel: more than 256 tokens of all rows, or 65 rows) a partial
+                // 64-channel tile, 1-2 tokens a group, ragged L, several chunks per row
+                for (si, &(b, d, l)) in [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700)].iter().enumerate() {
+                    for w in 3..=5 {
+                        for states in [false, true] {
+                            let mut o = big(dt, lay, b, d, l, w);
+                            o.wdt = if states { DType::BF16 } else { DType::F32 };
+                            o.bdt = if states { None } else { Some(dt) };
+                            o.silu = (si + w) % 2 == 0;
+                            o.w_rows = si % 2 == 1;
+                            o.seed = (si * 1000 + w * 10 + states as usize) as u64;
+                            if states {
+                                o.init = true;
+                                o.num_slots = b + 1;
+                                o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
+                                o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), w % 2 == 0));
+                            }
+                            let name = format!("clw {} dfinal{}", describe(&o), states as u8);
+                            run_case(&name, || {
+                                let m = check_bwd(cu, &o, states, states, true, if states { DType::F32 } else { dt });
+                                assert!(m.contains(&format!("[ccv1d_bwd_clw_{}_w{w}", dt_name(dt))), "not on bwd_clw: {m}");
+                                m
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Sequence starts, short sequences, aliasing pools, zero lengths.
 #[test]
 #[ignore]

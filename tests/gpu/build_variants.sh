@@ -19,7 +19,8 @@ while [ $# -ge 2 ]; do
   shift 2
   d=$(mktemp -d)
   echo "$flags" | tr ';' '\n' | sed -n 's/^ *\([A-Za-z_0-9]*\(([A-Z])\)\{0,1\}\)=\(.*\)$/#define \1 \3/p' > "$d/flags.h"
-  for f in fwd_cf fwd_cl bwd_cf bwd_cl misc; do
+  for f in "$src"/*.hip; do
+    f=$(basename "$f" .hip)
     "$NV/nvcc" -std=c++17 -O3 -rdc=true -cubin -x cu -arch=sm_90 "${inc[@]}" -I "$src" -include "$d/flags.h" \
       "$src/$f.hip" -o "$d/$f.cubin" -Xptxas -v > "$d/$f.log" 2>&1 &
   done

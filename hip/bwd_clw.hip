@@ -1,0 +1,200 @@
+// bwd_clw: the channel-last backward of simple rows (no seq_idx / cu_seqlens) on the vector path
+// with D a multiple of the 16-byte vector, fed by per-warp rings of 16-byte asynchronous copies.
+// Block = (b, chunk, tile of 64 channels) sized by kernels.rs's cl_stream_geometry; its NG groups
+// of 32 threads (a group always lies inside one warp, 32 or 64 wide) walk consecutive segments
+// [s0, s1) of the chunk. Thread i of a group owns channels c0 + 2i and c0 + 2i + 1: two channels'
+// windows and partials are few registers, so many warps fit per SM (bwd_cls holds four).
+// Per step the group's 32 threads each copy one 16-byte vector of x and one of dout, TS = V / 2
+// tokens x 64 channels, into the group's ring slot (R steps in flight, no registers held); after
+// the wait and a warp sync each thread reads its two channels of those tokens from shared memory
+// (consecutive 4- or 8-byte words: no bank conflicts). The math per token is bwd_cls's:
+//   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
+//   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0,
+// walking q over [s0, s1 + K) with x from s0 - K (initial state or 0 before the row start).
+// The groups' partials of a channel are added in group order and written to
+// ws[(b*n_chunks + chunk), c, 0..W] (or stored directly, CCV_F_DIRECT), like bwd_cls's.
+#include "instances.h"
+
+template <typename T, int W, bool SILU>
+CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
+  constexpr int K = W - 1, NT = CCV_NT_bwd_clw, GS = 32, NG = NT / GS, CV = 2, CC = GS * CV;
+  constexpr int V = Tr<T>::V, VPT = CC / V, TS = GS / VPT, R = CCV_CLW_RING;
+  constexpr int SLOT = 2 * TS * CC;  // elements of one ring slot: x tokens, then dout tokens
+  static_assert(GS % VPT == 0 && R >= 2 && NT % GS == 0, "clw shape");
+  typedef QN<T, CV> Q;
+  typedef typename Q::raw Raw;
+  float* red = (float*)smem;  // [NG][CC][W + 1] after the walk
+
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nct = (uint32_t)P.n_ctiles, nch = (uint32_t)P.n_chunks;
+  const int64_t ct = blk % nct;
+  const uint32_t r0 = blk / nct;
+  const int64_t chunk = r0 % nch, b = r0 / nch;
+  const bool silu = SILU, dfin = P.flags & CCV_F_DFINAL;
+  const int64_t L = P.seqlen, D = P.dim;
+  const int tid = threadIdx.x, gi = tid % GS, grp = tid / GS;
+  const int64_t c0 = ct * CC, c = c0 + gi * CV;
+  // token indices in 32 bits (kernels.rs: L < 2^31 here), element offsets in 64
+  const int seglen = (int)(P.chunk / NG), L32 = (int)L;
+  const int s0 = (int)chunk * (int)P.chunk + grp * seglen, s1 = min(L32, s0 + seglen);
+  const bool mine = c < D;  // D is even: both channels or neither
+
+  float dw[CV][W + 1];
+#pragma unroll
+  for (int ch = 0; ch < CV; ++ch)
+#pragma unroll
+    for (int k = 0; k <= W; ++k) dw[ch][k] = 0.f;
+
+  if (s0 < s1) {  // uniform over the group
+    float w[CV][W], bias[CV];
+    load_weights_c<W, CV>(P, c, mine ? CV : 0, w, bias);
+    const RowCtx rc = row_ctx(P, b);
+    const int64_t xt = P.x_s[2], yt = P.dout_s[2], dt = P.dx_s[2];
+    if (!rc.g.valid) {  // a skipped row: dx = 0, no partials
+      T* dp = (T*)P.dx + b * P.dx_s[0] + c + s0 * dt;
+      if (mine)
+        for (int p = s0; p < s1; ++p, dp += dt) Q::st(dp, Q::zero());
+    } else {
+      const T* xp = (const T*)P.x + b * P.x_s[0] + c;
+      float xw[W][CV], gw[W][CV];
+#pragma unroll
+      for (int k = 0; k < W; ++k)
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch) gw[k][ch] = xw[k][ch] = 0.f;
+#pragma unroll
+      for (int k = 1; k <= K; ++k) {
+        const int p = s0 - K - 1 + k;
+        if (!mine) continue;
+        if (p >= 0) {
+          Q::unpack(Q::ld(xp + p * xt), xw[k]);
+        } else {
+#pragma unroll
+          for (int ch = 0; ch < CV; ++ch) xw[k][ch] = row_halo<T>(P, rc, c + ch, p, K);
+        }
+      }
+      // dx of token p = q - K goes to dq (advanced one token per q)
+      T* dq = (T*)P.dx + b * P.dx_s[0] + c + (int64_t)(s0 - K) * dt;
+      const bool dfin_row = dfin && rc.simple;
+      // token q: shift the windows in, g(q), its dweight terms (dwq) and dx(q - K) (dxq)
+      auto token = [&](int q, Raw rxu, Raw ryu, bool dwq, bool dxq) {
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+          for (int ch = 0; ch < CV; ++ch) {
+            xw[k][ch] = xw[k + 1][ch];
+            gw[k][ch] = gw[k + 1][ch];
+          }
+        Q::unpack(rxu, xw[K]);
+        float dy[CV];
+        Q::unpack(ryu, dy);
+#pragma unroll
+        for (int ch = 0; ch < CV; ++ch) {
+          float z = bias[ch];
+#pragma unroll
+          for (int k = 0; k < W; ++k) z += w[ch][k] * xw[k][ch];
+          gw[K][ch] = act_grad(z, dy[ch], silu);  // 0 past L (dout copied as 0)
+        }
+        if (dwq) {
+#pragma unroll
+          for (int ch = 0; ch < CV; ++ch) {
+#pragma unroll
+            for (int k = 0; k < W; ++k) dw[ch][k] += gw[K][ch] * xw[k][ch];
+            dw[ch][W] += gw[K][ch];
+          }
+        }
+        if (dxq && mine) {
+          const int p = q - K;
+          float o[CV];
+#pragma unroll
+          for (int ch = 0; ch < CV; ++ch) {
+            float acc = 0.f;
+#pragma unroll
+            for (int k = 0; k < W; ++k) acc += w[ch][k] * gw[K - k][ch];
+            o[ch] = acc;
+          }
+          if (dfin_row && p >= L32 - K) {
+#pragma unroll
+            for (int ch = 0; ch < CV; ++ch) o[ch] += row_dfinal<T>(P, rc, c + ch, p, K);
+          }
+          Q::st(dq, Q::pack(o));
+        }
+        dq += dt;
+      };
+
+      // this thread's copies: token u_c of each step, the 16-byte vector v_c of the 64 channels
+      const int u_c = gi / VPT, v_c = gi % VPT;
+      const bool cin = c0 + v_c * V < D;
+      const int qend = s1 + K, qload = min(L32, qend);
+      int qi = s0 + u_c;
+      const T* xi = (const T*)P.x + b * P.x_s[0] + c0 + v_c * V + qi * xt;
+      const T* yi = (const T*)P.dout + b * P.dout_s[0] + c0 + v_c * V + qi * yt;
+      T* ring = (T*)smem + grp * (R * SLOT);
+      auto issue = [&](int slot) {
+        const bool in = cin && qi < qload;
+        T* s = ring + slot * SLOT + u_c * CC + v_c * V;
+        ccv_cp16(s, xi, in);
+        ccv_cp16(s + TS * CC, yi, in);
+        ccv_cp_commit();
+        qi += TS;
+        xi += TS * xt;
+        yi += TS * yt;
+      };
+#pragma unroll
+      for (int s = 0; s < R - 1; ++s) issue(s);
+      int slot = 0;
+      for (int q0 = s0; q0 < qend; q0 += TS) {
+        ccv_warp_sync();  // the slot refilled next was read by every thread at the last step
+        issue(slot == 0 ? R - 1 : slot - 1);
+        ccv_cp_wait<R - 1>();
+        ccv_warp_sync();  // every thread's copies of this step are visible
+        const T* sx = ring + slot * SLOT + gi * CV;
+        const T* sy = sx + TS * CC;
+        if (q0 >= s0 + K && q0 + TS <= s1) {  // the bulk of the walk
+#pragma unroll
+          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, true);
+        } else {
+#pragma unroll 1
+          for (int u = 0; u < TS; ++u) {
+            const int q = q0 + u;
+            if (q >= qend) break;
+            token(q, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), q < s1, q - K >= s0);
+          }
+        }
+        slot = slot + 1 == R ? 0 : slot + 1;
+      }
+      ccv_cp_wait<0>();
+    }
+  }
+
+  // ---- partials: the groups of a channel are added in group order
+  __syncthreads();  // red overlays the rings
+#pragma unroll
+  for (int ch = 0; ch < CV; ++ch)
+#pragma unroll
+    for (int k = 0; k <= W; ++k) red[(grp * CC + gi * CV + ch) * (W + 1) + k] = dw[ch][k];
+  __syncthreads();
+  for (int i = tid; i < CC * (W + 1); i += NT) {
+    if (c0 + i / (W + 1) >= D) break;
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < NG; ++j) s += red[j * CC * (W + 1) + i];
+    put_partial<W>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
+  }
+}
+
+// the activation is a compile-time choice: no per-element test in the walk
+template <typename T, int W>
+CCV_DEV void bwd_clw_body(const ccv_params& P) {
+  constexpr int NT = CCV_NT_bwd_clw, NG = NT / 32, CC = 64;
+  constexpr int RED = NG * CC * (W + 1) * 4;
+  constexpr int RING = NG * CCV_CLW_RING * 2 * (Tr<T>::V / 2) * CC * (int)sizeof(T);  // 1 KB a slot
+  __shared__ float4 smem[(RED > RING ? RED : RING) / 16];
+  if (P.flags & CCV_F_SILU) {
+    bwd_clw_rows<T, W, true>(P, smem);
+  } else {
+    bwd_clw_rows<T, W, false>(P, smem);
+  }
+}
+
+CCV_INSTANTIATE_W(bwd_clw)

@@ -10,6 +10,7 @@
 // row halves of a channel are added in a fixed order and written to
 // ws[(b*n_chunks + chunk), c, 0..W] (bwd_reduce in misc.hip sums the partials in a fixed order).
 #include "instances.h"
+#include "clbwd.h"
 
 template <typename T, int W>
 CCV_DEV void bwd_cl_body(const ccv_params& P) {
@@ -218,7 +219,7 @@ template <typename T, int W> struct ClsCfg {
 // [s0, s1 + K) with x(q-K..q) and g(q-K..q) windows in registers (x from s0 - K: initial state or
 // 0 before the row start):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
-//   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0.
+//   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0   (ClBwdWalk, clbwd.h; bwd_clw shares it).
 // x and dout arrive R tokens ahead through the thread's own slots of a shared-memory ring of
 // asynchronous copies (R = CCV_CL_RING_bwd_*, instances.h), or, where R = 0, U tokens ahead in
 // registers (with SiLU the next U are in flight during a step's math). The lanes' partials of a
@@ -242,7 +243,7 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
   const int64_t ct = blk % nct;
   const uint32_t r0 = blk / nct;
   const int64_t chunk = r0 % nch, b = r0 / nch;
-  const bool silu = SILU, dfin = P.flags & CCV_F_DFINAL;
+  const bool dfin = P.flags & CCV_F_DFINAL;
   const int64_t L = P.seqlen, D = P.dim;
   const int tid = threadIdx.x, grp = tid % G, lane = tid / G;
   const int64_t c0 = ct * CC, c = c0 + grp * CV;
@@ -251,14 +252,11 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
   const bool active = c < D && s0 < s1;  // every thread stays for the reduction's barrier
 
   float dw[CV][W + 1];
-#pragma unroll
-  for (int ch = 0; ch < CV; ++ch)
-#pragma unroll
-    for (int k = 0; k <= W; ++k) dw[ch][k] = 0.f;
+  ClBwdWalk<T, W, CV, SILU>::zero_partials(dw);
 
   if (active) {
-    float w[CV][W], bias[CV];
-    load_weights_c<W, CV>(P, c, CV, w, bias);
+    ClBwdWalk<T, W, CV, SILU> wk;
+    load_weights_c<W, CV>(P, c, CV, wk.w, wk.bias);
     const RowCtx rc = row_ctx(P, b);
     const bool live = rc.g.valid;  // a skipped row: g = 0, dx = 0, no partials
     const T* xp = (const T*)P.x + b * P.x_s[0] + c;
@@ -266,21 +264,7 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
     T* dp = (T*)P.dx + b * P.dx_s[0] + c;
     const int64_t xt = P.x_s[2], yt = P.dout_s[2], dt = P.dx_s[2];
 
-    float xw[W][CV], gw[W][CV];
-#pragma unroll
-    for (int k = 0; k < W; ++k)
-#pragma unroll
-      for (int ch = 0; ch < CV; ++ch) gw[k][ch] = 0.f;
-#pragma unroll
-    for (int k = 1; k <= K; ++k) {
-      const int64_t p = s0 - K - 1 + k;
-      if (p >= 0) {
-        Q::unpack(Q::ld(xp + p * xt), xw[k]);
-      } else {
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch) xw[k][ch] = row_halo<T>(P, rc, c + ch, p, K);
-      }
-    }
+    wk.start(P, rc, xp, xt, c, s0);
     const int64_t qend = s1 + K, qload = min(L, qend);
     if (!live) {  // a skipped row: dx = 0, no partials
       for (int64_t p = s0; p < s1; ++p) Q::st(dp + p * dt, Q::zero());
@@ -298,49 +282,10 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
           yc += yt;
         }
       };
-      // token q: shift the windows in, g(q), its dweight terms (DW) and dx(q - K) (DX)
+      // token q: the walk's step (DW: its dweight terms) and dx(q - K) (DX)
       auto token = [&](int64_t q, typename Q::raw rxu, typename Q::raw ryu, bool dwq, bool dxq) {
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-          for (int ch = 0; ch < CV; ++ch) {
-            xw[k][ch] = xw[k + 1][ch];
-            gw[k][ch] = gw[k + 1][ch];
-          }
-        Q::unpack(rxu, xw[K]);
-        float dy[CV];
-        Q::unpack(ryu, dy);
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch) {
-          float z = bias[ch];
-#pragma unroll
-          for (int k = 0; k < W; ++k) z += w[ch][k] * xw[k][ch];
-          gw[K][ch] = act_grad(z, dy[ch], silu);  // 0 past L (dout loaded as 0)
-        }
-        if (dwq) {
-#pragma unroll
-          for (int ch = 0; ch < CV; ++ch) {
-#pragma unroll
-            for (int k = 0; k < W; ++k) dw[ch][k] += gw[K][ch] * xw[k][ch];
-            dw[ch][W] += gw[K][ch];
-          }
-        }
-        if (dxq) {
-          const int64_t p = q - K;
-          float o[CV];
-#pragma unroll
-          for (int ch = 0; ch < CV; ++ch) {
-            float acc = 0.f;
-#pragma unroll
-            for (int k = 0; k < W; ++k) acc += w[ch][k] * gw[K - k][ch];
-            o[ch] = acc;
-          }
-          if (dfin && p >= L - K) {
-#pragma unroll
-            for (int ch = 0; ch < CV; ++ch) o[ch] += row_dfinal<T>(P, rc, c + ch, p, K);
-          }
-          Q::st(dp + p * dt, Q::pack(o));
-        }
+        wk.token(rxu, ryu, dwq, dw);
+        if (dxq) Q::st(dp + (q - K) * dt, wk.dx(P, rc, c, q - K, dfin, L));
       };
       if constexpr (R > 0) {
         // ring of R tokens ahead per thread in shared memory (slot s: x at ring[2s], dout at
@@ -418,18 +363,7 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
 
   // ---- partials: the lanes of a channel are added in lane order
   if (R > 0) __syncthreads();  // red overlays the ring
-#pragma unroll
-  for (int ch = 0; ch < CV; ++ch)
-#pragma unroll
-    for (int k = 0; k <= W; ++k) red[(lane * CC + grp * CV + ch) * (W + 1) + k] = dw[ch][k];
-  __syncthreads();
-  for (int i = tid; i < CC * (W + 1); i += NT) {
-    if (c0 + i / (W + 1) >= D) break;
-    float s = 0.f;
-#pragma unroll
-    for (int j = 0; j < LANES; ++j) s += red[j * CC * (W + 1) + i];
-    put_partial<W>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
-  }
+  put_lane_partials<W, CV, CC, NT, LANES>(P, red, dw, tid, lane, grp, c0, D, b * P.n_chunks + chunk);
 }
 
 // the activation is a compile-time choice: no per-element test in the walk

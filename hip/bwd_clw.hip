@@ -7,13 +7,15 @@
 // Per step the group's 32 threads each copy one 16-byte vector of x and one of dout, TS = V / 2
 // tokens x 64 channels, into the group's ring slot (R steps in flight, no registers held); after
 // the wait and a warp sync each thread reads its two channels of those tokens from shared memory
-// (consecutive 4- or 8-byte words: no bank conflicts). The math per token is bwd_cls's:
+// (consecutive 4- or 8-byte words: no bank conflicts). The math per token is bwd_cls's
+// (ClBwdWalk, clbwd.h):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
 //   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0,
 // walking q over [s0, s1 + K) with x from s0 - K (initial state or 0 before the row start).
 // The groups' partials of a channel are added in group order and written to
 // ws[(b*n_chunks + chunk), c, 0..W] (or stored directly, CCV_F_DIRECT), like bwd_cls's.
 #include "instances.h"
+#include "clbwd.h"
 
 template <typename T, int W, bool SILU>
 CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
@@ -41,14 +43,11 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
   const bool mine = c < D;  // D is even: both channels or neither
 
   float dw[CV][W + 1];
-#pragma unroll
-  for (int ch = 0; ch < CV; ++ch)
-#pragma unroll
-    for (int k = 0; k <= W; ++k) dw[ch][k] = 0.f;
+  ClBwdWalk<T, W, CV, SILU>::zero_partials(dw);
 
   if (s0 < s1) {  // uniform over the group
-    float w[CV][W], bias[CV];
-    load_weights_c<W, CV>(P, c, mine ? CV : 0, w, bias);
+    ClBwdWalk<T, W, CV, SILU> wk;
+    load_weights_c<W, CV>(P, c, mine ? CV : 0, wk.w, wk.bias);
     const RowCtx rc = row_ctx(P, b);
     const int64_t xt = P.x_s[2], yt = P.dout_s[2], dt = P.dx_s[2];
     if (!rc.g.valid) {  // a skipped row: dx = 0, no partials
@@ -56,69 +55,14 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
       if (mine)
         for (int p = s0; p < s1; ++p, dp += dt) Q::st(dp, Q::zero());
     } else {
-      const T* xp = (const T*)P.x + b * P.x_s[0] + c;
-      float xw[W][CV], gw[W][CV];
-#pragma unroll
-      for (int k = 0; k < W; ++k)
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch) gw[k][ch] = xw[k][ch] = 0.f;
-#pragma unroll
-      for (int k = 1; k <= K; ++k) {
-        const int p = s0 - K - 1 + k;
-        if (!mine) continue;
-        if (p >= 0) {
-          Q::unpack(Q::ld(xp + p * xt), xw[k]);
-        } else {
-#pragma unroll
-          for (int ch = 0; ch < CV; ++ch) xw[k][ch] = row_halo<T>(P, rc, c + ch, p, K);
-        }
-      }
+      wk.start(P, rc, (const T*)P.x + b * P.x_s[0] + c, xt, c, s0, mine);
       // dx of token p = q - K goes to dq (advanced one token per q)
       T* dq = (T*)P.dx + b * P.dx_s[0] + c + (int64_t)(s0 - K) * dt;
       const bool dfin_row = dfin && rc.simple;
-      // token q: shift the windows in, g(q), its dweight terms (dwq) and dx(q - K) (dxq)
+      // token q: the walk's step (dwq: its dweight terms) and dx(q - K) (dxq)
       auto token = [&](int q, Raw rxu, Raw ryu, bool dwq, bool dxq) {
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-          for (int ch = 0; ch < CV; ++ch) {
-            xw[k][ch] = xw[k + 1][ch];
-            gw[k][ch] = gw[k + 1][ch];
-          }
-        Q::unpack(rxu, xw[K]);
-        float dy[CV];
-        Q::unpack(ryu, dy);
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch) {
-          float z = bias[ch];
-#pragma unroll
-          for (int k = 0; k < W; ++k) z += w[ch][k] * xw[k][ch];
-          gw[K][ch] = act_grad(z, dy[ch], silu);  // 0 past L (dout copied as 0)
-        }
-        if (dwq) {
-#pragma unroll
-          for (int ch = 0; ch < CV; ++ch) {
-#pragma unroll
-            for (int k = 0; k < W; ++k) dw[ch][k] += gw[K][ch] * xw[k][ch];
-            dw[ch][W] += gw[K][ch];
-          }
-        }
-        if (dxq && mine) {
-          const int p = q - K;
-          float o[CV];
-#pragma unroll
-          for (int ch = 0; ch < CV; ++ch) {
-            float acc = 0.f;
-#pragma unroll
-            for (int k = 0; k < W; ++k) acc += w[ch][k] * gw[K - k][ch];
-            o[ch] = acc;
-          }
-          if (dfin_row && p >= L32 - K) {
-#pragma unroll
-            for (int ch = 0; ch < CV; ++ch) o[ch] += row_dfinal<T>(P, rc, c + ch, p, K);
-          }
-          Q::st(dq, Q::pack(o));
-        }
+        wk.token(rxu, ryu, dwq, dw);
+        if (dxq && mine) Q::st(dq, wk.dx(P, rc, c, q - K, dfin_row, L));
         dq += dt;
       };
 
@@ -169,18 +113,7 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
 
   // ---- partials: the groups of a channel are added in group order
   __syncthreads();  // red overlays the rings
-#pragma unroll
-  for (int ch = 0; ch < CV; ++ch)
-#pragma unroll
-    for (int k = 0; k <= W; ++k) red[(grp * CC + gi * CV + ch) * (W + 1) + k] = dw[ch][k];
-  __syncthreads();
-  for (int i = tid; i < CC * (W + 1); i += NT) {
-    if (c0 + i / (W + 1) >= D) break;
-    float s = 0.f;
-#pragma unroll
-    for (int j = 0; j < NG; ++j) s += red[j * CC * (W + 1) + i];
-    put_partial<W>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
-  }
+  put_lane_partials<W, CV, CC, NT, NG>(P, red, dw, tid, grp, gi, c0, D, b * P.n_chunks + chunk);
 }
 
 // the activation is a compile-time choice: no per-element test in the walk

@@ -33,11 +33,11 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
   const int64_t ct = blk % nct;
   const uint32_t r0 = blk / nct;
   const int64_t chunk = r0 % nch, b = r0 / nch;
-  const bool silu = SILU, dfin = P.flags & CCV_F_DFINAL;
+  const bool dfin = P.flags & CCV_F_DFINAL;
   const int64_t L = P.seqlen, D = P.dim;
   const int tid = threadIdx.x, gi = tid % GS, grp = tid / GS;
   const int64_t c0 = ct * CC, c = c0 + gi * CV;
-  // token indices in 32 bits (kernels.rs: L < 2^31 here), element offsets in 64
+  // token indices in 32 bits (kernels.rs takes this kernel for L < 2^30 only), offsets in 64
   const int seglen = (int)(P.chunk / NG), L32 = (int)L;
   const int s0 = (int)chunk * (int)P.chunk + grp * seglen, s1 = min(L32, s0 + seglen);
   const bool mine = c < D;  // D is even: both channels or neither

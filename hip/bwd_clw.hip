@@ -17,12 +17,21 @@
 #include "instances.h"
 #include "clbwd.h"
 
+// The block's shape, and its shared memory: the groups' rings during the walk, the partials after
+template <typename T, int W> struct ClwShape {
+  static constexpr int NT = CCV_NT_bwd_clw, GS = 32, NG = NT / GS, CV = 2, CC = GS * CV;
+  static constexpr int V = Tr<T>::V, VPT = CC / V, TS = GS / VPT, R = CCV_CLW_RING;
+  static constexpr int SLOT = 2 * TS * CC;  // elements of one ring slot: x tokens, then dout tokens
+  static constexpr int RING = NG * R * SLOT * (int)sizeof(T), RED = NG * CC * (W + 1) * 4;
+  static constexpr int SMEM = RING > RED ? RING : RED;
+  static_assert(GS % VPT == 0 && R >= 2 && NT % GS == 0, "clw shape");
+};
+
 template <typename T, int W, bool SILU>
 CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
-  constexpr int K = W - 1, NT = CCV_NT_bwd_clw, GS = 32, NG = NT / GS, CV = 2, CC = GS * CV;
-  constexpr int V = Tr<T>::V, VPT = CC / V, TS = GS / VPT, R = CCV_CLW_RING;
-  constexpr int SLOT = 2 * TS * CC;  // elements of one ring slot: x tokens, then dout tokens
-  static_assert(GS % VPT == 0 && R >= 2 && NT % GS == 0, "clw shape");
+  typedef ClwShape<T, W> S;
+  constexpr int K = W - 1, NT = S::NT, GS = S::GS, NG = S::NG, CV = S::CV, CC = S::CC;
+  constexpr int V = S::V, VPT = S::VPT, TS = S::TS, R = S::R, SLOT = S::SLOT;
   typedef QN<T, CV> Q;
   typedef typename Q::raw Raw;
   float* red = (float*)smem;  // [NG][CC][W + 1] after the walk
@@ -119,10 +128,7 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
 // the activation is a compile-time choice: no per-element test in the walk
 template <typename T, int W>
 CCV_DEV void bwd_clw_body(const ccv_params& P) {
-  constexpr int NT = CCV_NT_bwd_clw, NG = NT / 32, CC = 64;
-  constexpr int RED = NG * CC * (W + 1) * 4;
-  constexpr int RING = NG * CCV_CLW_RING * 2 * (Tr<T>::V / 2) * CC * (int)sizeof(T);  // 1 KB a slot
-  __shared__ float4 smem[(RED > RING ? RED : RING) / 16];
+  __shared__ float4 smem[ClwShape<T, W>::SMEM / 16];
   if (P.flags & CCV_F_SILU) {
     bwd_clw_rows<T, W, true>(P, smem);
   } else {

@@ -279,7 +279,7 @@
 #endif
 // bwd_clw: steps of 16-byte copies in flight per 32-thread group (each step 1 KB: TS tokens x 64
 // channels of x and of dout), and the resident blocks its launch bound asks for (kernels.rs's
-// cl_fit mirrors it)
+// CLW_BLOCKS_PER_SM mirrors it)
 #ifndef CCV_CLW_RING
 #define CCV_CLW_RING 4
 #endif

@@ -282,10 +282,11 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
           yc += yt;
         }
       };
-      // token q: the walk's step (DW: its dweight terms) and dx(q - K) (DX)
-      auto token = [&](int64_t q, typename Q::raw rxu, typename Q::raw ryu, bool dwq, bool dxq) {
+      // token q: the walk's step (dwq: its dweight terms) and dx(q - K) (dxq); the bulk passes
+      // tail = false: there q < s1 <= L, so q - K < L - K never takes a dfinal term
+      auto token = [&](int64_t q, typename Q::raw rxu, typename Q::raw ryu, bool dwq, bool dxq, bool tail) {
         wk.token(rxu, ryu, dwq, dw);
-        if (dxq) Q::st(dp + (q - K) * dt, wk.dx(P, rc, c, q - K, dfin, L));
+        if (dxq) Q::st(dp + (q - K) * dt, wk.dx(P, rc, c, q - K, tail && dfin, L));
       };
       if constexpr (R > 0) {
         // ring of R tokens ahead per thread in shared memory (slot s: x at ring[2s], dout at
@@ -305,19 +306,19 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
 #pragma unroll
         for (int s = 0; s < R - 1; ++s) issue(s);
         for (int64_t q0 = s0; q0 < qend; q0 += R) {
-          auto step = [&](int u, bool dwq, bool dxq) {
+          auto step = [&](int u, bool dwq, bool dxq, bool tail) {
             issue((u + R - 1) % R);
             ccv_cp_wait<R - 1>();
-            token(q0 + u, ring[2 * u * NT + tid], ring[(2 * u + 1) * NT + tid], dwq, dxq);
+            token(q0 + u, ring[2 * u * NT + tid], ring[(2 * u + 1) * NT + tid], dwq, dxq, tail);
           };
           if (q0 >= s0 + K && q0 + R <= s1) {
 #pragma unroll
-            for (int u = 0; u < R; ++u) step(u, true, true);
+            for (int u = 0; u < R; ++u) step(u, true, true, false);
           } else {
 #pragma unroll 1
             for (int u = 0; u < R; ++u) {
               const int64_t q = q0 + u;
-              step(u, q < s1, q - K >= s0 && q < qend);
+              step(u, q < s1, q - K >= s0 && q < qend, true);
             }
           }
         }
@@ -340,13 +341,13 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
           yc += U * yt;
           if (q0 >= s0 + K && q0 + U <= s1) {  // the bulk of the walk: every token stores and adds
 #pragma unroll
-            for (int u = 0; u < U; ++u) token(q0 + u, rx[u], ry[u], true, true);
+            for (int u = 0; u < U; ++u) token(q0 + u, rx[u], ry[u], true, true, false);
           } else {
 #pragma unroll
             for (int u = 0; u < U; ++u) {
               const int64_t q = q0 + u;
               if (q >= qend) break;
-              token(q, rx[u], ry[u], q < s1, q - K >= s0);
+              token(q, rx[u], ry[u], q < s1, q - K >= s0, true);
             }
           }
           if (PF) {

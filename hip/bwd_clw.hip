@@ -68,10 +68,11 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
       // dx of token p = q - K goes to dq (advanced one token per q)
       T* dq = (T*)P.dx + b * P.dx_s[0] + c + (int64_t)(s0 - K) * dt;
       const bool dfin_row = dfin && rc.simple;
-      // token q: the walk's step (dwq: its dweight terms) and dx(q - K) (dxq)
-      auto token = [&](int q, Raw rxu, Raw ryu, bool dwq, bool dxq) {
+      // token q: the walk's step (dwq: its dweight terms) and dx(q - K) (dxq); the bulk passes
+      // tail = false: there q < s1 <= L, so q - K < L - K never takes a dfinal term
+      auto token = [&](int q, Raw rxu, Raw ryu, bool dwq, bool dxq, bool tail) {
         wk.token(rxu, ryu, dwq, dw);
-        if (dxq && mine) Q::st(dq, wk.dx(P, rc, c, q - K, dfin_row, L));
+        if (dxq && mine) Q::st(dq, wk.dx(P, rc, c, q - K, tail && dfin_row, L));
         dq += dt;
       };
 
@@ -105,13 +106,13 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
         const T* sy = sx + TS * CC;
         if (q0 >= s0 + K && q0 + TS <= s1) {  // the bulk of the walk
 #pragma unroll
-          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, true);
+          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, true, false);
         } else {
 #pragma unroll 1
           for (int u = 0; u < TS; ++u) {
             const int q = q0 + u;
             if (q >= qend) break;
-            token(q, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), q < s1, q - K >= s0);
+            token(q, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), q < s1, q - K >= s0, true);
           }
         }
         slot = slot + 1 == R ? 0 : slot + 1;

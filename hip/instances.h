@@ -1,7 +1,8 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels.rs builds them:
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
-//                                      fwd_cl, fwd_pt (small channel-first problems, a vector per thread),
+//                                      fwd_cl, fwd_clw (simple channel-last rows through per-warp rings
+//                                      of 16-byte copies), fwd_pt (small channel-first problems, a vector per thread),
 //                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
 //                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
@@ -10,7 +11,7 @@
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
-//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_pt.hip: fwd_pt
+//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt
 //   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
 //   bwd_slab.hip: bwd_slab
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
@@ -42,6 +43,7 @@
 #define CCV_NT_fwd_cfs 128
 #define CCV_NT_fwd_cfw 128
 #define CCV_NT_fwd_cl 128
+#define CCV_NT_fwd_clw 128
 #define CCV_NT_fwd_pt 128
 #define CCV_NT_bwd_cf 128
 #define CCV_NT_bwd_cfs 128
@@ -124,6 +126,15 @@
 #endif
 #ifndef CCV_LB_fwd_cl_bf16
 #define CCV_LB_fwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)
+#endif
+#ifndef CCV_LB_fwd_clw_f32
+#define CCV_LB_fwd_clw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_clw, CCV_FWD_CLW_BLOCKS)
+#endif
+#ifndef CCV_LB_fwd_clw_f16
+#define CCV_LB_fwd_clw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_clw, CCV_FWD_CLW_BLOCKS)
+#endif
+#ifndef CCV_LB_fwd_clw_bf16
+#define CCV_LB_fwd_clw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_clw, CCV_FWD_CLW_BLOCKS)
 #endif
 #ifndef CCV_LB_bwd_cf_f32
 #define CCV_LB_bwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cf, (W) <= 4 ? 8 : 7)
@@ -285,6 +296,18 @@
 #endif
 #ifndef CCV_CLW_BLOCKS
 #define CCV_CLW_BLOCKS 5
+#endif
+// fwd_clw: 16-byte copies per thread and step (a step is 1 KB: TS tokens x 64 channels of x),
+// steps in flight per 32-thread group, and the resident blocks its launch bound asks for
+// (kernels.rs's FWD_CLW_BLOCKS_PER_SM mirrors it; 16 KB of shared memory a block)
+#ifndef CCV_FWD_CLW_COPIES
+#define CCV_FWD_CLW_COPIES 2
+#endif
+#ifndef CCV_FWD_CLW_RING
+#define CCV_FWD_CLW_RING 4
+#endif
+#ifndef CCV_FWD_CLW_BLOCKS
+#define CCV_FWD_CLW_BLOCKS 8
 #endif
 // channels per bwd_cls thread (4 or 2), per x element size and width: f32 with 2 (8-byte
 // accesses, 96 registers at W = 4) ran 4x5376x4096 bwd in 0.449 ms against 0.533 with 4; 16-bit

@@ -73,6 +73,11 @@ fn usage_errors_exit_2() {
         &["test", "--seed"],
         &["bench", "--preset", "nope"],
         &["bench", "--iters", "many"],
+        &["bench", "--shape", "4x64"],
+        &["bench", "--shape", "4x0x64"],
+        &["bench", "--shape", "1x32x64", "--width", "9"],
+        &["bench", "--shape", "1x32x64", "--preset", "mamba"],
+        &["bench", "--width", "3"],
         &["frobnicate"],
         &[],
     ] {
@@ -161,6 +166,16 @@ fn check_plot(png: &std::path::Path) {
     assert_eq!(v[..2], [1200, 800], "{text}");
     // white, black, grid, copy line + one colour per (op, dtype)
     assert!(v[2] >= 4 + 3, "{text}");
+}
+
+#[test]
+fn bench_own_shape() {
+    let r = ccv1d(&["bench", "--shape", "2x40x33", "--width", "6", "--act", "none", "--iters", "1", "--warmup", "0", "--dtype", "bf16"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // fwd and bwd x both layouts, at the given width, without activation
+    let rows: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("shape/2x40x33")).collect();
+    assert_eq!(rows.len(), 4, "{}", r.stdout);
+    assert!(rows.iter().all(|l| l.contains("2x40x33 w6") && l.split_whitespace().nth(4) == Some("-")), "{}", r.stdout);
 }
 
 #[test]

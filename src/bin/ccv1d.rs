@@ -43,6 +43,8 @@ commands:
   bench    timings: median/min ms, GB/s of the minimal traffic, % of a copy
            --backend cpu|gpu            (default cpu)
            --preset seeds|mamba|decode|all   (default seeds)
+           --shape BxDxL [--width W] [--act silu|none]
+                                        one shape instead of a preset (default W 4, SiLU)
            --op fwd|bwd|update|all      --dtype f32|f16|bf16   --layout cf|cl
            --filter TEXT                row names containing TEXT
            --warmup N --iters N         (default 10 + 100; fewer for slow rows on the CPU)

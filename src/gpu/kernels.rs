@@ -6,9 +6,11 @@
 //! returned launches in order on the caller's stream.
 //!
 //! Kernels (see `hip/*.hip`):
-//! - `ccv1d_fwd_{cf,cfs,cfw,cl}_{dt}_w{W}`: forward, channel-first tiles (`cfs`: short rows,
-//!   several per block; `cfw`: simple rows on the vector path in warp spans, no shared memory) /
-//!   channel-last streaming (4 channels x a run of tokens per thread);
+//! - `ccv1d_fwd_{cf,cfs,cfw,cl,clw,pt}_{dt}_w{W}`: forward, channel-first tiles (`cfs`: short rows,
+//!   several per block; `cfw`: simple rows on the vector path in warp spans, no shared memory;
+//!   `pt`: small problems, one output vector per thread) / channel-last streaming (`cl`: 4
+//!   channels x a run of tokens per thread; `clw`: simple rows fed by per-warp rings of 16-byte
+//!   copies, two channels a thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
 //! - `ccv1d_bwd_{cf,cfs,cfw,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
@@ -202,7 +204,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -438,12 +440,34 @@ fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, dt: DType, width: i64, dev
         _ => return Ok((g, false)),
     };
     let waves2 = 2 * (dev.multiprocessors.max(1) as i64) * fit.blocks_per_sm;
-    let n_chunks = ceil_div(seqlen.max(1), short);
-    let n_blocks = batch.saturating_mul(g.n_ctiles).saturating_mul(n_chunks);
-    if !tuned && g.chunk > short && n_blocks <= MAX_BLOCKS && (dt == DType::F32 || n_blocks >= waves2) {
-        (g.chunk, g.n_chunks, g.n_blocks) = (short, n_chunks, n_blocks);
+    if !tuned {
+        recut_chunks(&mut g, batch, seqlen, short, if dt == DType::F32 { 0 } else { waves2 });
     }
     Ok((g, dt != DType::F32 && g.chunk <= 128 && g.n_blocks >= waves2))
+}
+
+/// Cuts a streaming channel-last geometry's rows into chunks of `short` tokens where its chunks
+/// are longer and that makes at least `min_blocks` blocks (within one launch).
+fn recut_chunks(g: &mut MainGeom, batch: i64, seqlen: i64, short: i64, min_blocks: i64) {
+    let n_chunks = ceil_div(seqlen.max(1), short);
+    let n_blocks = batch.saturating_mul(g.n_ctiles).saturating_mul(n_chunks);
+    if g.chunk > short && n_blocks <= MAX_BLOCKS && n_blocks >= min_blocks {
+        (g.chunk, g.n_chunks, g.n_blocks) = (short, n_chunks, n_blocks);
+    }
+}
+
+/// `fwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized, 8 blocks per SM), cut into
+/// FWD_CLW_CHUNK tokens where that makes at least two waves. H100 (docs/perf.md, session 18;
+/// bf16 4x5376x4096 SiLU, µs, chunks of 256 / 128 / 512 / the stream geometry's): W = 5 130.2 /
+/// 140.1 / 134.9 / 147.0, W = 8 135.1 / 159.9 / 137.6 / 153.6. Knobs set the chunk instead.
+fn fwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+    let fit = ClFit { blocks_per_sm: FWD_CLW_BLOCKS_PER_SM, one_wave: None };
+    let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
+    if knob(Knob::ClChunk).is_none() && knob(Knob::ClTiles).is_none() {
+        let waves2 = 2 * (dev.multiprocessors.max(1) as i64) * FWD_CLW_BLOCKS_PER_SM;
+        recut_chunks(&mut g, batch, seqlen, FWD_CLW_CHUNK, waves2);
+    }
+    Ok(g)
 }
 
 /// Resident `bwd_cf` / `bwd_cfw` blocks per multiprocessor: their launch bounds in instances.h
@@ -650,8 +674,10 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: i64) -> Result<Vec
         if let Some(l) = fwd_pt_launch(p, layout, vec, &k, pt_max) {
             v.push(l);
         } else {
+            let clw = layout == Layout::ChannelLast && vec && fwd_clw(p);
             let mut g = match layout {
                 Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
+                Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev)?,
                 Layout::ChannelLast => {
                     let (g, burst) = fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?;
                     if burst {
@@ -670,6 +696,8 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: i64) -> Result<Vec
             let mut km = main_params(&k, &g, vec);
             let family = if warp {
                 "cfw"
+            } else if clw {
+                "clw"
             } else if split_short_rows(&mut km, inp, &g) {
                 "cfs"
             } else {
@@ -878,6 +906,33 @@ fn bwd_streams(p: &BwdPlan) -> bool {
         && vec_ok(&inp.x, lay, dims)
         && vec_ok(&p.dout, lay, dims)
         && vec_ok(&p.dx, lay, dims)
+}
+
+/// Resident `fwd_clw` blocks per multiprocessor: its launch bound (`CCV_FWD_CLW_BLOCKS`).
+const FWD_CLW_BLOCKS_PER_SM: i64 = 8;
+/// `fwd_clw`'s tokens per block on grids of at least two waves (`fwd_clw_geometry`).
+const FWD_CLW_CHUNK: i64 = 256;
+
+/// The channel-last forward on `ccv1d_fwd_clw_*` (per-warp rings of 16-byte copies, two channels
+/// a thread, 8 blocks per SM) instead of `fwd_cl` (four channels a thread, register prefetch or
+/// burst loads): simple rows (no seq_idx, no cu_seqlens), x and out on the vector path (the
+/// caller's `vec`), D a multiple of the 16-byte vector, L below 2^30 (32-bit token indices), and
+/// where it was measured faster: 16-bit x at W >= 5, where `fwd_cl`'s four-channel windows leave
+/// its prefetch walk short of registers (H100, docs/perf.md, session 18; bf16 4x5376x4096 SiLU,
+/// µs, `fwd_cl` against it: W = 5 137.1 / 130.2, W = 6 138.6 / 131.9, W = 7 145.0 / 133.6, W = 8
+/// 151.9 / 135.1). At W = 4 `fwd_cl`'s burst walk stays (124.1 against 128.5), and f32 keeps
+/// `fwd_cl` (W = 4 233.4 against 247.7, W = 8 255.8 / 256.3). `CCV1D_CL_FWD=0` / `1`: never /
+/// wherever it can run.
+fn fwd_clw(p: &FwdPlan) -> bool {
+    let inp = &p.inp;
+    let allowed = inp.seq_idx.is_none()
+        && matches!(inp.seqs, Seqs::Rows)
+        && inp.dim % (16 / inp.x.dtype.size() as i64) == 0
+        && inp.seqlen <= (i32::MAX / 2) as i64;
+    match knob(Knob::ClFwd) {
+        Some(v) => allowed && v == 1,
+        None => allowed && inp.x.dtype != DType::F32 && inp.width >= 5,
+    }
 }
 
 /// Resident `bwd_clw` blocks per multiprocessor: its launch bound (`CCV_CLW_BLOCKS`).
@@ -1185,11 +1240,14 @@ enum Knob {
     /// `CCV1D_CL_BWD`: 0 / 1 = the channel-last backward of simple rows on `bwd_cls` / on
     /// `bwd_clw` wherever it can run.
     ClBwd,
+    /// `CCV1D_CL_FWD`: 0 / 1 = the channel-last forward of simple rows on `fwd_cl` / on
+    /// `fwd_clw` wherever it can run.
+    ClFwd,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 7] = [const { OnceLock::new() }; 7];
+    static VALUES: [OnceLock<Option<i64>>; 8] = [const { OnceLock::new() }; 8];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1198,8 +1256,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::ClChunk => "CCV1D_CL_CHUNK",
         Knob::FwdPt => "CCV1D_FWD_PT",
         Knob::ClBwd => "CCV1D_CL_BWD",
+        Knob::ClFwd => "CCV1D_CL_FWD",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1301,7 +1360,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1318,10 +1377,11 @@ mod tests {
             let lanes = NT as i64 / (CL_CC / cv);
             assert_eq!(CL_SUB % lanes, 0, "CL_SUB {CL_SUB} against {lanes} lanes");
         }
-        // bwd_clw: 32-thread groups of 2 channels (one CL_CC tile), and its launch bound
+        // bwd_clw and fwd_clw: 32-thread groups of 2 channels (one CL_CC tile), and their launch bounds
         assert_eq!(CL_SUB % (NT as i64 / 32), 0);
         assert_eq!(CL_CC, 64);
         assert_eq!(header_define(INSTANCES_H, "CCV_CLW_BLOCKS"), CLW_BLOCKS_PER_SM);
+        assert_eq!(header_define(INSTANCES_H, "CCV_FWD_CLW_BLOCKS"), FWD_CLW_BLOCKS_PER_SM);
     }
 
     fn view(addr: usize, dtype: DType, stride: [i64; 3]) -> View {
@@ -1395,6 +1455,47 @@ mod tests {
         // 4 to 32 lanes, powers of two, ~4 partial rows per lane (4x256x4096 channel-last: 128 rows)
         let got: Vec<u32> = [0, 1, 4, 16, 17, 64, 65, 128, 792, 1 << 20].iter().map(|&r| reduce_lanes(r)).collect();
         assert_eq!(got, [4, 4, 4, 4, 8, 16, 32, 32, 32, 32]);
+    }
+
+    /// The channel-last forward on `fwd_clw` for 16-bit x at W >= 5 with whole 16-byte vectors
+    /// along D, else `fwd_cl`; its geometry: chunks of 256 tokens from two waves on.
+    #[test]
+    fn fwd_clw_choice() {
+        let family_on = |dt: DType, b: i64, d: i64, l: i64, w: i64, dpad: i64| {
+            let v = fwd_launches(&fwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad])), &h100()).unwrap();
+            let k = params_of(&v[0]);
+            if v[0].kernel.contains("_clw_") {
+                // whole 64-channel tiles, chunks split evenly over the 4 groups of 32 threads
+                assert_eq!(k.n_ctiles, ceil_div(d, 64));
+                assert_eq!(k.chunk % 4, 0);
+                assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
+                assert!(k.n_chunks * k.chunk >= l && (k.n_chunks - 1) * k.chunk < l);
+                assert_eq!((v[0].block[0], k.flags & F_CL_BURST), (NT, 0));
+                check_grid(&v[0]);
+            }
+            (v[0].kernel.trim_start_matches("ccv1d_fwd_").split('_').next().unwrap().to_string(), k.chunk)
+        };
+        let family = |dt: DType, b: i64, d: i64, l: i64, w: i64| family_on(dt, b, d, l, w, d).0;
+        for dt in [DType::F16, DType::BF16] {
+            for w in 1..=8 {
+                let want = if w >= 5 { "clw" } else { "cl" };
+                assert_eq!(family(dt, 4, 5376, 4096, w), want, "{dt:?} W = {w}");
+                assert_eq!(family(dt, 4, 256, 4096, w), want);
+                assert_eq!(family(dt, 3, 72, 1000, w), want, "a partial channel tile");
+            }
+            // 4 x 84 tiles x 16 chunks = 5376 blocks >= 2 x 132 x 8: chunks of 256
+            assert_eq!(family_on(dt, 4, 5376, 4096, 6, 5376), ("clw".to_string(), 256));
+            // 4 x 4 tiles: under two waves in chunks of 256, the stream geometry's chunks stay
+            assert_ne!(family_on(dt, 4, 256, 4096, 6, 256).1, 256);
+            // D a multiple of 4 but not of 8: fwd_cl; padded rows of whole vectors: fwd_clw
+            assert_eq!(family_on(dt, 4, 5380, 4096, 6, 5384).0, "cl");
+            assert_eq!(family_on(dt, 4, 5376, 4096, 6, 5384).0, "clw");
+        }
+        assert_eq!(family(DType::F32, 4, 5376, 4096, 6), "cl");
+        // seq_idx: fwd_cl's general walk
+        let mut p = fwd_plan(inputs(DType::BF16, 4, 5376, 4096, 6, cl(4, 5376, 4096)));
+        p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [4096, 1], elem_bytes: 4 });
+        assert_eq!(fwd_launches(&p, &h100()).unwrap()[0].kernel, "ccv1d_fwd_cl_bf16_w6");
     }
 
     fn check_grid(l: &Launch) {
@@ -1964,12 +2065,13 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (15 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (16 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));
         assert!(names.contains(&"ccv1d_bwd_cls_f32_w8".to_string()));
         assert!(names.contains(&"ccv1d_bwd_clw_f16_w3".to_string()));
+        assert!(names.contains(&"ccv1d_fwd_clw_bf16_w8".to_string()));
         assert!(names.contains(&"ccv1d_bwd_cfw_bf16_w6".to_string()));
     }
 }

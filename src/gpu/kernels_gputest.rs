@@ -1076,6 +1076,50 @@ fn gpu_bwd_clw() {
     });
 }
 
+/// The channel-last forward on `fwd_clw` (16-bit x, W >= 5, whole 16-byte vectors along D):
+/// contiguous and padded rows, a partial channel tile, groups with 0-2 tokens, ragged L, several
+/// chunks a row and a grid of 256-token chunks with an empty last group; with states: skipped rows
+/// (slot -1 and past the pool), has_initial_state int32 and bool, final states; SiLU on and off,
+/// bias absent or 16-bit, weights as whole rows or padded. Each case must run on it.
+#[test]
+#[ignore]
+fn gpu_fwd_clw() {
+    with_gpu(|cu| {
+        for dt in [DType::F16, DType::BF16] {
+            for lay in [Lay::Cl, Lay::ClPad] {
+                let shapes = [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700), (4, 1024, 8500)];
+                for (si, &(b, d, l)) in shapes.iter().enumerate() {
+                    for w in 5..=8 {
+                        if si == 5 && w != 7 {
+                            continue;  // the big grid once per dtype and layout
+                        }
+                        for states in [false, true] {
+                            let mut o = big(dt, lay, b, d, l, w);
+                            o.wdt = if states { DType::BF16 } else { DType::F32 };
+                            o.bdt = if states { None } else { Some(dt) };
+                            o.silu = (si + w) % 2 == 0;
+                            o.w_rows = si % 2 == 1;
+                            o.seed = (si * 1000 + w * 10 + states as usize) as u64 + 7;
+                            if states {
+                                o.init = true;
+                                o.num_slots = b + 1;
+                                o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
+                                o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), w % 2 == 0));
+                            }
+                            let name = format!("fwd clw {} final{}", describe(&o), states as u8);
+                            run_case(&name, || {
+                                let m = check_fwd(cu, &o, states, false);
+                                assert!(m.contains(&format!("[ccv1d_fwd_clw_{}_w{w}", dt_name(dt))), "not on fwd_clw: {m}");
+                                m
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Sequence starts, short sequences, aliasing pools, zero lengths.
 #[test]
 #[ignore]

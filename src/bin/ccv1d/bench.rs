@@ -48,7 +48,8 @@ use crate::plot::{Chart, Series, PALETTE};
 use crate::raster::Marker;
 use crate::test::Op;
 
-pub const OPTIONS: [&str; 13] = ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "plot", "warmup", "iters", "timing", "image"];
+pub const OPTIONS: [&str; 16] =
+    ["backend", "preset", "op", "dtype", "layout", "filter", "json", "csv", "plot", "warmup", "iters", "timing", "image", "shape", "width", "act"];
 
 const MIB: usize = 1 << 20;
 /// Most buffer sets a row rotates over.
@@ -189,6 +190,29 @@ fn mamba_rows(out: &mut Vec<Row>) {
             }
         }
     }
+}
+
+/// `--shape BxDxL [--width W] [--act silu|none]`: one shape of the caller's instead of a preset,
+/// forward and backward, every dtype and both layouts (then filtered like a preset's rows).
+fn shape_rows(out: &mut Vec<Row>, shape: &str, width: usize, silu: bool) -> Result<(), Usage> {
+    let bad = || Usage(format!("--shape {shape:?}: expected BxDxL, three positive integers (e.g. 8x2048x1024)"));
+    let dims: Vec<usize> = shape.split('x').map(|v| v.trim().parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+    let [batch, dim, seqlen] = dims[..] else { return Err(bad()) };
+    if batch == 0 || dim == 0 || seqlen == 0 {
+        return Err(bad());
+    }
+    if !(1..=8).contains(&width) {
+        return Err(Usage(format!("--width {width}: expected 1 to 8")));
+    }
+    for op in [Op::Fwd, Op::Bwd] {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            for cl in [false, true] {
+                let name = format!("shape/{batch}x{dim}x{seqlen}");
+                out.push(Row { preset: "shape", name, op, dt, cl, silu, bias: true, batch, dim, seqlen, width, state_len: 0 });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn decode_rows(out: &mut Vec<Row>) {
@@ -949,14 +973,24 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
     }
 
     let mut rows = Vec::new();
-    if matches!(preset, "seeds" | "all") {
-        seed_rows(&mut rows);
-    }
-    if matches!(preset, "mamba" | "all") {
-        mamba_rows(&mut rows);
-    }
-    if matches!(preset, "decode" | "all") {
-        decode_rows(&mut rows);
+    if let Some(shape) = a.get("shape") {
+        if a.get("preset").is_some() {
+            return Err(Usage("--shape replaces --preset: give one of them".into()));
+        }
+        let silu = a.choice("act", &["silu", "none"])?.unwrap_or("silu") == "silu";
+        shape_rows(&mut rows, shape, a.number("width")?.unwrap_or(4), silu)?;
+    } else if a.get("width").is_some() || a.get("act").is_some() {
+        return Err(Usage("--width and --act go with --shape".into()));
+    } else {
+        if matches!(preset, "seeds" | "all") {
+            seed_rows(&mut rows);
+        }
+        if matches!(preset, "mamba" | "all") {
+            mamba_rows(&mut rows);
+        }
+        if matches!(preset, "decode" | "all") {
+            decode_rows(&mut rows);
+        }
     }
     rows.retain(|r| {
         (op == "all" || r.op.name() == op)

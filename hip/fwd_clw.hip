@@ -1,0 +1,138 @@
+// fwd_clw: the channel-last forward of simple rows (no seq_idx / cu_seqlens) on the vector path
+// with D a multiple of the 16-byte vector, fed by per-warp rings of 16-byte asynchronous copies
+// (bwd_clw's scheme, x only). Block = (b, chunk, tile of 64 channels) sized by kernels.rs's
+// cl_stream_geometry; its NG groups of 32 threads (a group always lies inside one warp, 32 or 64
+// wide) walk consecutive segments [s0, s1) of the chunk. Thread i of a group owns channels
+// c0 + 2i and c0 + 2i + 1: its window is 2 x W floats at any width (fwd_cl holds four channels'
+// and spills at W >= 7).
+// Per step each thread of a group copies CPT 16-byte vectors of x, together TS tokens x 64
+// channels, into the group's ring slot (R steps in flight, no registers held); after the wait
+// and a warp sync each thread reads its two channels of those tokens from shared memory
+// (consecutive 4- or 8-byte words: no bank conflicts) and stores its two outputs of each token:
+//   out(q) = act(bias + sum_k w[k] x(q - K + k)),
+// with x before the row start from the initial state (or 0). No block barrier: a group that has
+// no token leaves at once.
+#include "instances.h"
+
+template <typename T> struct FwdClwShape {
+  static constexpr int NT = CCV_NT_fwd_clw, GS = 32, NG = NT / GS, CV = 2, CC = GS * CV;
+  static constexpr int V = Tr<T>::V, VPT = CC / V, UJ = GS / VPT;  // UJ: tokens of one copy round
+  static constexpr int CPT = CCV_FWD_CLW_COPIES, TS = CPT * UJ, R = CCV_FWD_CLW_RING;
+  static constexpr int SLOT = TS * CC;  // elements of one ring slot
+  static constexpr int SMEM = NG * R * SLOT * (int)sizeof(T);
+  static_assert(GS % VPT == 0 && R >= 2 && NT % GS == 0, "fwd_clw shape");
+};
+
+template <typename T, int W, bool SILU>
+CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
+  typedef FwdClwShape<T> S;
+  constexpr int K = W - 1, GS = S::GS, NG = S::NG, CV = S::CV, CC = S::CC;
+  constexpr int V = S::V, VPT = S::VPT, UJ = S::UJ, CPT = S::CPT, TS = S::TS, R = S::R, SLOT = S::SLOT;
+  typedef QN<T, CV> Q;
+  typedef typename Q::raw Raw;
+
+  const uint32_t blk = block_linear();
+  if (blk >= (uint64_t)P.n_blocks) return;
+  const uint32_t nct = (uint32_t)P.n_ctiles, nch = (uint32_t)P.n_chunks;
+  const int64_t ct = blk % nct;
+  const uint32_t r0 = blk / nct;
+  const int64_t chunk = r0 % nch, b = r0 / nch;
+  const int64_t D = P.dim;
+  const int tid = threadIdx.x, gi = tid % GS, grp = tid / GS;
+  const int64_t c0 = ct * CC, c = c0 + gi * CV;
+  // token indices in 32 bits (kernels.rs takes this kernel for L < 2^30 only), offsets in 64
+  const int seglen = (int)(P.chunk / NG), L32 = (int)P.seqlen;
+  const int s0 = (int)chunk * (int)P.chunk + grp * seglen, s1 = min(L32, s0 + seglen);
+  if (s0 >= s1) return;     // uniform over the group
+  const bool mine = c < D;  // D is even: both channels or neither
+  const RowCtx rc = row_ctx(P, b);
+  const int64_t xt = P.x_s[2], ot = P.out_s[2];
+  T* op = (T*)P.out + b * P.out_s[0] + c + (int64_t)s0 * ot;
+  if (!rc.g.valid) {  // a skipped row: out = 0
+    if (mine)
+      for (int q = s0; q < s1; ++q, op += ot) Q::st(op, Q::zero());
+    return;
+  }
+
+  // this thread's copies: tokens u_c + j * UJ of each step, the 16-byte vector v_c of the 64
+  // channels; issued first, so the weights' and the window's round trips overlap them
+  const int u_c = gi / VPT, v_c = gi % VPT;
+  const bool cin = c0 + v_c * V < D;
+  int qi = s0 + u_c;
+  const T* xi = (const T*)P.x + b * P.x_s[0] + c0 + v_c * V + (int64_t)qi * xt;
+  T* ring = smem + grp * (R * SLOT);
+  auto issue = [&](int slot) {
+    T* s = ring + slot * SLOT + u_c * CC + v_c * V;
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, cin && qi + j * UJ < s1);
+    ccv_cp_commit();
+    qi += TS;
+    xi += TS * xt;
+  };
+#pragma unroll
+  for (int s = 0; s < R - 1; ++s) issue(s);
+
+  float w[CV][W], bias[CV];
+  load_weights_c<W, CV>(P, c, mine ? CV : 0, w, bias);
+  // win[k] = x(q - K + k) after token q; before s0: x(s0 - K .. s0 - 1)
+  float win[W][CV];
+  const T* xp = (const T*)P.x + b * P.x_s[0] + c;
+#pragma unroll
+  for (int k = 1; k <= K; ++k) {
+    const int p = s0 - K - 1 + k;
+    if (mine && p >= 0) {
+      Q::unpack(Q::ld(xp + (int64_t)p * xt), win[k]);
+    } else {
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) win[k][ch] = mine ? row_halo<T>(P, rc, c + ch, p, K) : 0.f;
+    }
+  }
+  auto token = [&](Raw rx) {
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) win[k][ch] = win[k + 1][ch];
+    Q::unpack(rx, win[K]);
+    float o[CV];
+#pragma unroll
+    for (int ch = 0; ch < CV; ++ch) {
+      float acc = bias[ch];
+#pragma unroll
+      for (int k = 0; k < W; ++k) acc += w[ch][k] * win[k][ch];
+      o[ch] = act_f(acc, SILU);
+    }
+    if (mine) Q::st(op, Q::pack(o));
+    op += ot;
+  };
+
+  int slot = 0;
+  for (int q0 = s0; q0 < s1; q0 += TS) {
+    ccv_warp_sync();  // the slot refilled next was read by every thread at the last step
+    issue(slot == 0 ? R - 1 : slot - 1);
+    ccv_cp_wait<R - 1>();
+    ccv_warp_sync();  // every thread's copies of this step are visible
+    const T* sx = ring + slot * SLOT + gi * CV;
+    if (q0 + TS <= s1) {
+#pragma unroll
+      for (int u = 0; u < TS; ++u) token(*(const Raw*)(sx + u * CC));
+    } else {
+#pragma unroll 1
+      for (int u = 0; u < s1 - q0; ++u) token(*(const Raw*)(sx + u * CC));
+    }
+    slot = slot + 1 == R ? 0 : slot + 1;
+  }
+  ccv_cp_wait<0>();  // the copies past s1 (zero fills) before the ring is released
+}
+
+// the activation is a compile-time choice: no per-element test in the walk
+template <typename T, int W>
+CCV_DEV void fwd_clw_body(const ccv_params& P) {
+  __shared__ float4 smem[FwdClwShape<T>::SMEM / 16];
+  if (P.flags & CCV_F_SILU) {
+    fwd_clw_rows<T, W, true>(P, (T*)smem);
+  } else {
+    fwd_clw_rows<T, W, false>(P, (T*)smem);
+  }
+}
+
+CCV_INSTANTIATE_W(fwd_clw)

@@ -77,8 +77,9 @@
 // 16-bit bwd_cl: 5 = 102); 16-bit stepv: 6 (80) for W <= 4, 5 for W = 5, 4 above (its rows'
 // loads issued before the weights' took W = 4 from 79 to 92 registers and 5 blocks: B = 64 went
 // from one wave to two, bf16 5.4 -> 6.1 us; at 6 it is 5.2, B = 256 10.8, no spills),
-// fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (not tuned on their own; 40-48 / 64-72 registers,
-// no spills up to W = 6 in bwd_cfw);
+// fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (40-48 / 64-72 registers, no spills up to W = 6 in
+// bwd_cfw), except 16-bit bwd_cfw at W = 8: 6 (80 registers; at 7 it spilled 68 bytes; bf16
+// 4x5376x4096 SiLU 226.1 -> 219.5 us, session 18; W = 7 at 6 was slower, 206.6 -> 210.5);
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
 // for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
 // -D values at commas).
@@ -158,10 +159,10 @@
 #define CCV_LB_bwd_cfw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
 #endif
 #ifndef CCV_LB_bwd_cfw_f16
-#define CCV_LB_bwd_cfw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
+#define CCV_LB_bwd_cfw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : (W) <= 7 ? 7 : 6)
 #endif
 #ifndef CCV_LB_bwd_cfw_bf16
-#define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
+#define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : (W) <= 7 ? 7 : 6)
 #endif
 #ifndef CCV_LB_bwd_cl_f32
 #define CCV_LB_bwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)

@@ -471,9 +471,13 @@ fn fwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, dev: &DeviceInfo) -> Resu
 }
 
 /// Resident `bwd_cf` / `bwd_cfw` blocks per multiprocessor: their launch bounds in instances.h
-/// (8 for W <= 4, else 7; shared memory allows 9).
-fn bwd_cf_blocks_per_sm(width: i64) -> i64 {
-    if width <= 4 { 8 } else { 7 }
+/// (8 for W <= 4, else 7, and 6 for 16-bit `bwd_cfw` at W = 8; shared memory allows 9).
+fn bwd_cf_blocks_per_sm(width: i64, warp_16bit: bool) -> i64 {
+    match width {
+        ..=4 => 8,
+        8 if warp_16bit => 6,
+        _ => 7,
+    }
 }
 
 /// Resident `fwd_cfw` blocks per multiprocessor: its launch bound in instances.h (12 for W <= 5,
@@ -794,12 +798,13 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
         return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, fit, dev).map(Some);
     }
     let mut g = main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev)?;
-    let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
+    let warp = layout == Layout::ChannelFirst && bwd_warp_spans(p, dev);
+    let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width, warp && inp.x.dtype != DType::F32);
     let rows_in = |unit: i64, per_step: i64| {
         let spans = ceil_div(g.chunk.min(inp.seqlen), unit);
         cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots, true)
     };
-    if layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
+    if warp {
         g.brows = rows_in(warp_span_tokens(inp.x.dtype, dev), NT as i64 / dev.warp_size.max(1) as i64);
     } else if layout == Layout::ChannelFirst {
         let r = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype);
@@ -1382,6 +1387,13 @@ mod tests {
         assert_eq!(CL_CC, 64);
         assert_eq!(header_define(INSTANCES_H, "CCV_CLW_BLOCKS"), CLW_BLOCKS_PER_SM);
         assert_eq!(header_define(INSTANCES_H, "CCV_FWD_CLW_BLOCKS"), FWD_CLW_BLOCKS_PER_SM);
+        // bwd_cfw's launch bounds (W <= 4, then up to 7, then 8) as bwd_cf_blocks_per_sm mirrors them
+        for dt in ["f16", "bf16"] {
+            assert_eq!(header_macro_arms(INSTANCES_H, &format!("CCV_LB_bwd_cfw_{dt}(W)")), [8, 7, 6]);
+        }
+        assert_eq!(header_macro_arms(INSTANCES_H, "CCV_LB_bwd_cfw_f32(W)"), [8, 7]);
+        assert_eq!([4, 7, 8].map(|w| bwd_cf_blocks_per_sm(w, true)), [8, 7, 6]);
+        assert_eq!([4, 8].map(|w| bwd_cf_blocks_per_sm(w, false)), [8, 7]);
     }
 
     fn view(addr: usize, dtype: DType, stride: [i64; 3]) -> View {

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # GPU-machine check of the libtorch C++ example (examples-c/torch_ext): build it with g++ against
-# the machine's PyTorch and the library in $CAUSAL_CONV1D_LIB_DIR (default .carry/gpu, built with
-# CAUSAL_CONV1D_BACKEND=all), run it, print one summary line last. Needs no Rust, CMake or network.
+# the machine's PyTorch and the library in $CAUSAL_CONV1D_LIB_DIR (default .carry/g, from
+# tests/gpu/pack.sh), run it, print one summary line last. Needs no Rust, CMake or network.
 # A run without any CUDA case is a failure here (REQUIRE_CUDA=0 accepts CPU-only).
 # Logs go to $LOG (default gpu-logs) and, when the device tool's $OUT is set, are copied there.
 # Usage (repository root): bash tests/gpu/libtorch.sh
 set -u
 LOG=${LOG:-gpu-logs}
 mkdir -p "$LOG"
-export CAUSAL_CONV1D_LIB_DIR=${CAUSAL_CONV1D_LIB_DIR:-.carry/gpu}
+export CAUSAL_CONV1D_LIB_DIR=${CAUSAL_CONV1D_LIB_DIR:-.carry/g}
 build_log=$LOG/libtorch-build.log run_log=$LOG/libtorch-run.log
 finish() {
   [ -n "${OUT:-}" ] && cp "$build_log" "$run_log" "$OUT/" 2>/dev/null

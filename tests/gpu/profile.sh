@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Nsight Compute on one kernel launch per bench row (device machine, no Rust needed):
-#   BIN=.carry/gpu bash tests/gpu/profile.sh "PRESET FILTER OP DTYPE LAYOUT" ...
+#   BIN=.carry/g bash tests/gpu/profile.sh "PRESET FILTER OP DTYPE LAYOUT" ...
 # e.g. "decode B256-state3 update bf16 cf". Prints speed-of-light, occupancy, launch and warp-state
 # sections of the first timed launch of the row's main kernel. `--clock-control none`: ncu would
 # otherwise lock the GPU's clocks to base while it profiles (the machine's clocks are not ours to set).
 set -u
-BIN=${BIN:-.carry/gpu}
+BIN=${BIN:-.carry/g}
 export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for row in "$@"; do
   set -- $row

@@ -4,12 +4,12 @@
 # inductor, side streams; then the same torch tests on the torch<2.4 fallback path
 # (CCV1D_TORCH_FALLBACK=1: plain autograd.Function). No network and no Rust needed: the package
 # is pip-installed offline (in-tree build backend) into a temp dir, else used via PYTHONPATH.
-# Usage, from the repository root: BIN=.carry/gpu bash tests/gpu/python.sh
+# Usage, from the repository root: BIN=.carry/g bash tests/gpu/python.sh
 # (REQUIRE_CUDA=0 dry-runs the script on a machine without a GPU: CPU tests only.)
 # Logs: $LOG (default ./gpu-logs) and, under the device tool, $OUT/python-*.log.
 set -u
 REQUIRE_CUDA=${REQUIRE_CUDA:-1}
-BIN=${BIN:-.carry/gpu}
+BIN=${BIN:-.carry/g}
 LOG=${LOG:-gpu-logs}
 mkdir -p "$LOG"
 LIB=$(realpath "$BIN/libcausal_conv1d.so") || { echo "FAIL: no $BIN/libcausal_conv1d.so"; exit 1; }

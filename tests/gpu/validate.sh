@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # GPU validation sweep, run on the GPU machine from the repository root with the binaries built
-# on a Rust machine (`CAUSAL_CONV1D_BACKEND=all cargo test --release --no-run`, stripped copies of
-# the test executables sweep/seeds/validation/huge/causal_conv1d/concurrency/numerics/gpu_faults/gpu_driver, ccv1d and libcausal_conv1d.so in
-# $BIN). Every step's log goes to $LOG (default ./gpu-logs; packed into $OUT/gpu-logs.tgz when the
-# device tool's $OUT is set); the summary table is printed last.
-# Usage: BIN=.carry/gpu bash tests/gpu/validate.sh
+# on a Rust machine by tests/gpu/pack.sh (stripped copies of the test executables
+# sweep/seeds/validation/huge/causal_conv1d/concurrency/numerics/gpu_faults/gpu_driver, ccv1d and
+# libcausal_conv1d.so in $BIN). Every step's log goes to $LOG (default ./gpu-logs; packed into
+# $OUT/gpu-logs.tgz when the device tool's $OUT is set); the summary table is printed last.
+# Usage: tar xJf .carry/g.tar.xz -C .carry && BIN=.carry/g bash tests/gpu/validate.sh
 set -u
-BIN=${BIN:-.carry/gpu}
+BIN=${BIN:-.carry/g}
 LOG=${LOG:-gpu-logs}
 mkdir -p "$LOG"
 export CCV1D_TEST_BACKEND=gpu PYTHONUNBUFFERED=1

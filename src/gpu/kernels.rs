@@ -1477,13 +1477,8 @@ mod tests {
             let v = fwd_launches(&fwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad])), &h100()).unwrap();
             let k = params_of(&v[0]);
             if v[0].kernel.contains("_clw_") {
-                // whole 64-channel tiles, chunks split evenly over the 4 groups of 32 threads
-                assert_eq!(k.n_ctiles, ceil_div(d, 64));
-                assert_eq!(k.chunk % 4, 0);
-                assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
-                assert!(k.n_chunks * k.chunk >= l && (k.n_chunks - 1) * k.chunk < l);
-                assert_eq!((v[0].block[0], k.flags & F_CL_BURST), (NT, 0));
-                check_grid(&v[0]);
+                check_clw_geometry(&v[0], b, d, l);
+                assert_eq!(k.flags & F_CL_BURST, 0);
             }
             (v[0].kernel.trim_start_matches("ccv1d_fwd_").split('_').next().unwrap().to_string(), k.chunk)
         };
@@ -1508,6 +1503,18 @@ mod tests {
         let mut p = fwd_plan(inputs(DType::BF16, 4, 5376, 4096, 6, cl(4, 5376, 4096)));
         p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [4096, 1], elem_bytes: 4 });
         assert_eq!(fwd_launches(&p, &h100()).unwrap()[0].kernel, "ccv1d_fwd_cl_bf16_w6");
+    }
+
+    /// A `fwd_clw` / `bwd_clw` launch of b x d x l: whole 64-channel tiles, chunks split evenly
+    /// over the 4 groups of 32 threads, every token in one chunk, a grid that covers the blocks.
+    fn check_clw_geometry(launch: &Launch, b: i64, d: i64, l: i64) {
+        let k = params_of(launch);
+        assert_eq!(k.n_ctiles, ceil_div(d, 64));
+        assert_eq!(k.chunk % 4, 0);
+        assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
+        assert!(k.n_chunks * k.chunk >= l && (k.n_chunks - 1) * k.chunk < l);
+        assert_eq!(launch.block[0], NT);
+        check_grid(launch);
     }
 
     fn check_grid(l: &Launch) {
@@ -1813,15 +1820,8 @@ mod tests {
         let family_on = |dt: DType, b: i64, d: i64, l: i64, w: i64, dpad: i64| {
             let p = bwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad]));
             let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
-            let k = params_of(&v[0]);
             if v[0].kernel.contains("_clw_") {
-                // whole 64-channel tiles, chunks split evenly over the 4 groups of 32 threads
-                assert_eq!(k.n_ctiles, ceil_div(d, 64));
-                assert_eq!(k.chunk % 4, 0);
-                assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
-                assert!(k.n_chunks * k.chunk >= l && (k.n_chunks - 1) * k.chunk < l);
-                assert_eq!(v[0].block[0], NT);
-                check_grid(&v[0]);
+                check_clw_geometry(&v[0], b, d, l);
             }
             v[0].kernel.trim_start_matches("ccv1d_bwd_").split('_').next().unwrap().to_string()
         };

@@ -900,6 +900,17 @@ fn big(dt: DType, lay: Lay, b: usize, d: usize, l: usize, w: usize) -> ConvOpts 
     ConvOpts { dt, wdt: DType::F32, bdt: Some(DType::F32), b, d, l, w, silu: true, lay, seq_idx: false, init: false, packed: None, state_idx: None, has_init: None, num_slots: b, seed: 5, w_rows: false }
 }
 
+/// Rows-mode states through a pool of b + 1 slots: row i takes slot i + 1 (wrapping), -1
+/// (skipped) or one past the pool (skipped), in turn; has_initial_state is set on the even rows
+/// (as int32, or as bool when `hi_bool`); `init`: initial states given at all.
+fn pool_states(o: &mut ConvOpts, init: bool, hi_bool: bool) {
+    let b = o.b;
+    o.init = init;
+    o.num_slots = b + 1;
+    o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
+    o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), hi_bool));
+}
+
 /// Shapes big enough for several tiles per block and several chunks per row.
 #[test]
 #[ignore]
@@ -975,10 +986,7 @@ fn gpu_fwd_pt() {
                         o.silu = w % 2 == 0;
                         o.seed = (si * 1000 + w * 10 + states as usize) as u64;
                         if states {
-                            o.init = w > 1;
-                            o.num_slots = b + 1;
-                            o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
-                            o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), w % 4 == 0));
+                            pool_states(&mut o, w > 1, w % 4 == 0);
                         }
                         let name = format!("fwd_pt {}", describe(&o));
                         run_case(&name, || {
@@ -1015,10 +1023,7 @@ fn gpu_bwd_slab() {
                             o.seed = (b * 1000 + w * 10 + states as usize) as u64;
                             let dfinal = states && w > 1;
                             if states {
-                                o.init = w > 1;
-                                o.num_slots = b + 1;
-                                o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
-                                o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), true));
+                                pool_states(&mut o, w > 1, true);
                             }
                             let name = format!("slab {} dfinal{}", describe(&o), dfinal as u8);
                             run_case(&name, || {
@@ -1057,10 +1062,7 @@ fn gpu_bwd_clw() {
                             o.w_rows = si % 2 == 1;
                             o.seed = (si * 1000 + w * 10 + states as usize) as u64;
                             if states {
-                                o.init = true;
-                                o.num_slots = b + 1;
-                                o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
-                                o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), w % 2 == 0));
+                                pool_states(&mut o, true, w % 2 == 0);
                             }
                             let name = format!("clw {} dfinal{}", describe(&o), states as u8);
                             run_case(&name, || {
@@ -1101,10 +1103,7 @@ fn gpu_fwd_clw() {
                             o.w_rows = si % 2 == 1;
                             o.seed = (si * 1000 + w * 10 + states as usize) as u64 + 7;
                             if states {
-                                o.init = true;
-                                o.num_slots = b + 1;
-                                o.state_idx = Some((0..b).map(|i| [((i + 1) % (b + 1)) as i32, -1, (b + 3) as i32][i % 3]).collect());
-                                o.has_init = Some(((0..b).map(|i| (i % 2 == 0) as i32 * 3).collect(), w % 2 == 0));
+                                pool_states(&mut o, true, w % 2 == 0);
                             }
                             let name = format!("fwd clw {} final{}", describe(&o), states as u8);
                             run_case(&name, || {

@@ -641,6 +641,20 @@ CCV_DEV void span_x_before(int j, int lane, const float (&hl)[KA], float (&wrap)
 // kernels.rs keeps every block count, n_chunks, n_ctiles and dim below 2^31, so block decoding
 // uses 32-bit division (64-bit division is an out-of-line call).
 CCV_DEV uint32_t block_linear() { return blockIdx.y * gridDim.x + blockIdx.x; }
+// A streaming channel-last block (fwd_cl, fwd_clw, bwd_cl, bwd_cls, bwd_clw) from its linear
+// index: blk = (b * n_chunks + chunk) * n_ctiles + ct.
+struct ClBlock {
+  int64_t b, chunk, ct;
+};
+CCV_DEV ClBlock cl_block(const ccv_params& P, uint32_t blk) {
+  const uint32_t nct = (uint32_t)P.n_ctiles, nch = (uint32_t)P.n_chunks;
+  ClBlock k;
+  k.ct = blk % nct;
+  const uint32_t r0 = blk / nct;
+  k.chunk = r0 % nch;
+  k.b = r0 / nch;
+  return k;
+}
 
 // Deterministic sum over the block of N per-thread values (fixed shuffle pattern, then warps in
 // order). `red` = shared scratch of (NT / CCV_WARP) * N floats. Result valid in thread 0 (out[]).

@@ -183,10 +183,8 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
-  const uint32_t nct = (uint32_t)P.n_ctiles, nch = (uint32_t)P.n_chunks;
-  const int64_t ct = blk % nct;
-  const uint32_t r0 = blk / nct;
-  const int64_t chunk = r0 % nch, b = r0 / nch;
+  const ClBlock cb = cl_block(P, blk);
+  const int64_t ct = cb.ct, chunk = cb.chunk, b = cb.b;
   const int64_t L = P.seqlen, D = P.dim;
   const int tid = threadIdx.x, grp = tid % G, lane = tid / G;
   const int64_t c = ct * CC + grp * CL_CV;

@@ -15,7 +15,8 @@ constexpr int CL_CV = 4;  // channels per thread
 
 // One lane's walk over tokens [s0, s1) of channels c .. c+3 of row b. FAST (simple row, vector
 // path): U loads ahead, no sequence checks, the activation fixed at compile time (ACT = 1 SiLU,
-// 0 none); otherwise one token at a time with every check (ACT = -1: from the flags). BURST
+// 0 none), whole steps of U tokens without per-token tests and the last tokens (fewer than a
+// step) one at a time; otherwise one token at a time with every check (ACT = -1: from the flags). BURST
 // (16-bit, W <= 4, CCV_F_CL_BURST): lanes of a few tokens on a grid of many waves, where other
 // blocks hide the latency a prefetch would: CCV_CL_BURST_16 loads a step, none ahead.
 // Every thread of the block calls it with the same FAST (a lane with no token: live = false) and
@@ -79,13 +80,15 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
 #pragma unroll
   for (int k = 1; k <= K; ++k) ids[k] = (!FAST && seq && s0 - K - 1 + k >= 0) ? seqid(P, b, s0 - K - 1 + k) : -1;
 
-  // the UU tokens from t (all loads before the first use; 0 from s1 on)
+  // the UU tokens from t (all loads before the first use; 0 from s1 on: only a prefetch can
+  // cross s1, the walk's steps are whole)
   auto fetch = [&](int64_t t, typename Q::raw* r) {
+    const bool whole = t + UU <= s1;
 #pragma unroll
     for (int u = 0; u < UU; ++u) {
       const int64_t q = t + u;
       if (vv) {
-        r[u] = q < s1 ? Q::ld((const T*)P.x + xrow + q * xt) : Q::zero();
+        r[u] = whole || q < s1 ? Q::ld((const T*)P.x + xrow + q * xt) : Q::zero();
       } else {
         float v[CV];
         load(q, v);  // q < s1: UU = 1
@@ -113,7 +116,60 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
     for (int k = 0; k < W; ++k) w[ch][k] = sw[ch * (W + 1) + k];
     bias[ch] = sw[ch * (W + 1) + W];
   }
+  // token q (its x as loaded: r): slide the window, compute, store
+  auto token = [&](int64_t q, typename Q::raw r) {
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) win[k][ch] = win[k + 1][ch];
+    Q::unpack(r, win[K]);
+    bool plain = FAST || easy;
+    if (!FAST && !easy) {
+      if (packed) {
+        if (q >= sg.e || q < sg.s) sg = seg_of(P, b, q);
+        plain = sg.valid && q - K >= sg.s;
+      } else if (seq) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) ids[k] = ids[k + 1];
+        ids[K] = seqid(P, b, q);
+        plain = rc.g.valid && q >= K && ids[K] >= 0;
+#pragma unroll
+        for (int k = 0; k < K; ++k) plain = plain && ids[k] == ids[K];
+      }
+    }
+    float o[CV];
+    if (plain) {
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) {
+        float acc = bias[ch];
+#pragma unroll
+        for (int k = 0; k < W; ++k) acc += w[ch][k] * win[k][ch];
+        o[ch] = act_f(acc, silu);
+      }
+    } else {  // generic path (sequence starts, seq_idx changes, skipped sequences)
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch) {
+        WArr<W> wa;
+#pragma unroll
+        for (int k = 0; k < W; ++k) wa.w[k] = w[ch][k];
+        o[ch] = ch < nc ? fwd_generic<T, W>(P, b, c + ch, q, wa, bias[ch]) : 0.f;
+      }
+    }
+    if (vv) {
+      Q::st((T*)P.out + orow + q * ot, Q::pack(o));
+    } else {
+#pragma unroll
+      for (int ch = 0; ch < CV; ++ch)
+        if (ch < nc) stf<T>(P.out, orow + ch * oc + q * ot, o[ch]);
+    }
+  };
   for (int64_t t = s0; t < s1; t += UU) {
+    if (FAST && t + UU > s1) {  // the walk's last tokens, fewer than a step: one at a time
+#pragma unroll 1
+      for (int64_t q = t; q < s1; ++q) token(q, Q::ld((const T*)P.x + xrow + q * xt));
+      break;
+    }
+    // a whole step: no per-token tests
     typename Q::raw nx[UU];
     if (PF) {
       fetch(t + UU, nx);
@@ -121,54 +177,7 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
       fetch(t, rx);
     }
 #pragma unroll
-    for (int u = 0; u < UU; ++u) {
-      const int64_t q = t + u;
-      if (q >= s1) break;
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch) win[k][ch] = win[k + 1][ch];
-      Q::unpack(rx[u], win[K]);
-      bool plain = FAST || easy;
-      if (!FAST && !easy) {
-        if (packed) {
-          if (q >= sg.e || q < sg.s) sg = seg_of(P, b, q);
-          plain = sg.valid && q - K >= sg.s;
-        } else if (seq) {
-#pragma unroll
-          for (int k = 0; k < K; ++k) ids[k] = ids[k + 1];
-          ids[K] = seqid(P, b, q);
-          plain = rc.g.valid && q >= K && ids[K] >= 0;
-#pragma unroll
-          for (int k = 0; k < K; ++k) plain = plain && ids[k] == ids[K];
-        }
-      }
-      float o[CV];
-      if (plain) {
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch) {
-          float acc = bias[ch];
-#pragma unroll
-          for (int k = 0; k < W; ++k) acc += w[ch][k] * win[k][ch];
-          o[ch] = act_f(acc, silu);
-        }
-      } else {  // generic path (sequence starts, seq_idx changes, skipped sequences)
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch) {
-          WArr<W> wa;
-#pragma unroll
-          for (int k = 0; k < W; ++k) wa.w[k] = w[ch][k];
-          o[ch] = ch < nc ? fwd_generic<T, W>(P, b, c + ch, q, wa, bias[ch]) : 0.f;
-        }
-      }
-      if (vv) {
-        Q::st((T*)P.out + orow + q * ot, Q::pack(o));
-      } else {
-#pragma unroll
-        for (int ch = 0; ch < CV; ++ch)
-          if (ch < nc) stf<T>(P.out, orow + ch * oc + q * ot, o[ch]);
-      }
-    }
+    for (int u = 0; u < UU; ++u) token(t + u, rx[u]);
     if (PF) {
 #pragma unroll
       for (int u = 0; u < UU; ++u) rx[u] = nx[u];

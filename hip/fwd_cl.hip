@@ -80,10 +80,13 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
 #pragma unroll
   for (int k = 1; k <= K; ++k) ids[k] = (!FAST && seq && s0 - K - 1 + k >= 0) ? seqid(P, b, s0 - K - 1 + k) : -1;
 
-  // the UU tokens from t (all loads before the first use; 0 from s1 on: only a prefetch can
-  // cross s1, the walk's steps are whole)
+  // STEPS: whole steps without per-token tests, the last tokens apart; else a test per token
+  // (f32 at W >= 7, where whole steps measured slower on the H100: 4x5376x4096 SiLU W = 7 / 8
+  // 260.7 / 259.1 against 256.8 / 255.2 us; docs/perf.md, session 19)
+  constexpr bool STEPS = !(sizeof(T) == 4 && W >= 7);
+  // the UU tokens from t (all loads before the first use; 0 from s1 on)
   auto fetch = [&](int64_t t, typename Q::raw* r) {
-    const bool whole = t + UU <= s1;
+    const bool whole = STEPS && t + UU <= s1;
 #pragma unroll
     for (int u = 0; u < UU; ++u) {
       const int64_t q = t + u;
@@ -164,12 +167,11 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
     }
   };
   for (int64_t t = s0; t < s1; t += UU) {
-    if (FAST && t + UU > s1) {  // the walk's last tokens, fewer than a step: one at a time
+    if (STEPS && FAST && t + UU > s1) {  // the walk's last tokens, fewer than a step: one at a time
 #pragma unroll 1
       for (int64_t q = t; q < s1; ++q) token(q, Q::ld((const T*)P.x + xrow + q * xt));
       break;
     }
-    // a whole step: no per-token tests
     typename Q::raw nx[UU];
     if (PF) {
       fetch(t + UU, nx);
@@ -177,7 +179,10 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
       fetch(t, rx);
     }
 #pragma unroll
-    for (int u = 0; u < UU; ++u) token(t + u, rx[u]);
+    for (int u = 0; u < UU; ++u) {
+      if (!STEPS && t + u >= s1) break;
+      token(t + u, rx[u]);
+    }
     if (PF) {
 #pragma unroll
       for (int u = 0; u < UU; ++u) rx[u] = nx[u];

@@ -926,9 +926,8 @@ const FWD_CLW_CHUNK: i64 = 256;
 /// its prefetch walk short of registers (H100, docs/perf.md, session 18; bf16 4x5376x4096 SiLU,
 /// µs, `fwd_cl` against it: W = 5 137.1 / 130.2, W = 6 138.6 / 131.9, W = 7 145.0 / 133.6, W = 8
 /// 151.9 / 135.1). At W = 4 `fwd_cl`'s burst walk stays (124.1 against 128.5), and f32 keeps
-/// `fwd_cl` (W = 4 233.4 against 247.7, W = 8 255.8 / 256.3; session 19, f32 SiLU: W = 2 / 3 / 5
-/// / 6 / 8 233.9 / 234.1 / 235.1 / 235.0 / 259.1 against 247.7 / 249.5 / 253.5 / 255.5 / 259.6)
-/// except at W = 7 (260.7 against 257.4). `CCV1D_CL_FWD=0` / `1`: never / wherever it can run.
+/// `fwd_cl` (W = 4 233.4 against 247.7, W = 8 255.8 / 256.3). `CCV1D_CL_FWD=0` / `1`: never /
+/// wherever it can run.
 fn fwd_clw(p: &FwdPlan) -> bool {
     let inp = &p.inp;
     let allowed = inp.seq_idx.is_none()
@@ -937,7 +936,7 @@ fn fwd_clw(p: &FwdPlan) -> bool {
         && inp.seqlen <= (i32::MAX / 2) as i64;
     match knob(Knob::ClFwd) {
         Some(v) => allowed && v == 1,
-        None => allowed && if inp.x.dtype == DType::F32 { inp.width == 7 } else { inp.width >= 5 },
+        None => allowed && inp.x.dtype != DType::F32 && inp.width >= 5,
     }
 }
 
@@ -1499,9 +1498,7 @@ mod tests {
             assert_eq!(family_on(dt, 4, 5380, 4096, 6, 5384).0, "cl");
             assert_eq!(family_on(dt, 4, 5376, 4096, 6, 5384).0, "clw");
         }
-        for w in 1..=8 {
-            assert_eq!(family(DType::F32, 4, 5376, 4096, w), if w == 7 { "clw" } else { "cl" }, "f32 W = {w}");
-        }
+        assert_eq!(family(DType::F32, 4, 5376, 4096, 6), "cl");
         // seq_idx: fwd_cl's general walk
         let mut p = fwd_plan(inputs(DType::BF16, 4, 5376, 4096, 6, cl(4, 5376, 4096)));
         p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [4096, 1], elem_bytes: 4 });

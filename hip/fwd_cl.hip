@@ -16,7 +16,8 @@ constexpr int CL_CV = 4;  // channels per thread
 // One lane's walk over tokens [s0, s1) of channels c .. c+3 of row b. FAST (simple row, vector
 // path): U loads ahead, no sequence checks, the activation fixed at compile time (ACT = 1 SiLU,
 // 0 none), whole steps of U tokens without per-token tests and the last tokens (fewer than a
-// step) one at a time; otherwise one token at a time with every check (ACT = -1: from the flags). BURST
+// step) one at a time (f32 at W >= 7: a test per token, STEPS below); otherwise one token at a
+// time with every check (ACT = -1: from the flags). BURST
 // (16-bit, W <= 4, CCV_F_CL_BURST): lanes of a few tokens on a grid of many waves, where other
 // blocks hide the latency a prefetch would: CCV_CL_BURST_16 loads a step, none ahead.
 // Every thread of the block calls it with the same FAST (a lane with no token: live = false) and

@@ -17,9 +17,9 @@ constexpr int CL_CV = 4;  // channels per thread
 // path): U loads ahead, no sequence checks, the activation fixed at compile time (ACT = 1 SiLU,
 // 0 none), whole steps of U tokens without per-token tests and the last tokens (fewer than a
 // step) one at a time (f32 at W >= 7: a test per token, STEPS below); otherwise one token at a
-// time with every check (ACT = -1: from the flags). BURST
-// (16-bit, W <= 4, CCV_F_CL_BURST): lanes of a few tokens on a grid of many waves, where other
-// blocks hide the latency a prefetch would: CCV_CL_BURST_16 loads a step, none ahead.
+// time with every check (ACT = -1: from the flags). BURST (16-bit, W <= 4, CCV_F_CL_BURST):
+// lanes of a few tokens on a grid of many waves, where other blocks hide the latency a prefetch
+// would: CCV_CL_BURST_16 loads a step, none ahead.
 // Every thread of the block calls it with the same FAST (a lane with no token: live = false) and
 // meets its one barrier, which publishes sw, the tile's weights stored by `fill_sw`: FAST lanes
 // issue their first loads before the fill, so the weights' memory round trip and the data's

@@ -652,7 +652,7 @@ fn split_short_rows(km: &mut KParams, inp: &ConvInputs, g: &MainGeom) -> bool {
 
 /// Launches of a forward call, in order.
 pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
-    fwd_launches_pt(p, dev, knob(Knob::FwdPt).unwrap_or(PT_MAX_VECTORS))
+    fwd_launches_pt(p, dev, knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(p.inp.x.dtype)))
 }
 
 /// `fwd_launches` with `fwd_pt` taking problems of at most `pt_max` vectors (0: the tiled
@@ -718,14 +718,23 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: i64) -> Result<Vec
 
 /// Most vectors (16 bytes of x each) of a forward that `fwd_pt` takes: one thread per output
 /// vector, whose loads (its vector, the one before it, the channel's weights) all go out before
-/// anything waits. Up to here it beat the tiled kernels on the H100 (003's Medium 4x256x512 f32,
-/// 2^17 vectors: 3.5 against 3.6 µs); at 4x256x4096 (2^19-2^20) it lost (bf16 10.8 against 8.6).
-/// `CCV1D_FWD_PT` overrides it (0: never). docs/perf.md, session 16.
-const PT_MAX_VECTORS: i64 = 1 << 17;
+/// anything waits. Up to here it beat the tiled and warp-span kernels on the H100 (docs/perf.md,
+/// session 19; W = 4 SiLU, µs, `fwd_pt` against the default before): bf16 2^21 vectors
+/// 8x2048x1024 24.60 / 26.12, 16x2048x512 24.86 / 26.09, 4x4096x512 (2^20) 13.58 / 14.41,
+/// 4x256x4096 (2^19) 7.84 / 8.62; f32 2^21 4x4096x512 24.46 / 25.01; f16 2^19 4x256x4096 8.23 /
+/// 8.62. Past it, it lost or tied: bf16 4x5376x4096 123.85 / 121.94, f32 2^22 8x2048x1024
+/// 47.36 / 47.03, f16 2^20 4x4096x512 14.45 / 14.41, f16 2^21 8x2048x1024 26.10 / 26.08.
+/// `CCV1D_FWD_PT` overrides it for every dtype (0: never).
+fn pt_max_vectors(dt: DType) -> i64 {
+    match dt {
+        DType::F16 => 1 << 19,
+        DType::BF16 | DType::F32 => 1 << 21,
+    }
+}
 
 /// The small-problem forward (`ccv1d_fwd_pt_*`, one output vector per thread): channel-first
 /// simple rows (rows mode, no seq_idx) on the vector path, L a multiple of the vector, at most
-/// `pt_max` vectors (PT_MAX_VECTORS by default). Grid: x = channel groups, y = segments of a
+/// `pt_max` vectors (`pt_max_vectors` by default). Grid: x = channel groups, y = segments of a
 /// row's vectors, z = batch rows (hip/fwd_pt.hip). Channel-last problems keep `fwd_cl`: a
 /// channel-last version was slower there (docs/perf.md, session 16).
 fn fwd_pt_launch(p: &FwdPlan, layout: Layout, vec: bool, k: &KParams, pt_max: i64) -> Option<Launch> {
@@ -1613,7 +1622,7 @@ mod tests {
         let names: Vec<_> = fwd_launches(&p, &h100()).unwrap().into_iter().map(|l| l.kernel).collect();
         assert_eq!(names, ["ccv1d_fwd_pt_f32_w4", "ccv1d_fwd_states_f32"]);
         // not taken: channel-last, seq_idx, partial vectors, the scalar path, past
-        // PT_MAX_VECTORS, or the batch past the grid's z
+        // pt_max_vectors, or the batch past the grid's z
         let tiled = |p: &FwdPlan| !fwd_launches(p, &h100()).unwrap()[0].kernel.contains("_pt_");
         assert!(tiled(&fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, cl(1, 32, 64)))));
         let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
@@ -1623,9 +1632,16 @@ mod tests {
         let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
         p.inp.x.addr += 4;
         assert!(tiled(&p));
-        let (d, l) = (64, PT_MAX_VECTORS * 4 / 64);
-        assert!(!tiled(&fwd_plan(inputs(DType::F32, 1, d, l, 4, cf(1, d, l)))));
-        assert!(tiled(&fwd_plan(inputs(DType::F32, 1, d, l + 4, 4, cf(1, d, l + 4)))));
+        for (dt, most) in [(DType::F32, 1 << 21), (DType::BF16, 1 << 21), (DType::F16, 1 << 19)] {
+            let v = 16 / dt.size() as i64;
+            let (d, l) = (64, most * v / 64);
+            assert!(!tiled(&fwd_plan(inputs(dt, 1, d, l, 4, cf(1, d, l)))), "{dt:?}");
+            assert!(tiled(&fwd_plan(inputs(dt, 1, d, l + v, 4, cf(1, d, l + v)))), "{dt:?}");
+        }
+        // the preset shapes (W = 4): bf16 8x2048x1024 on it, 4x5376x4096 not; f16 4x4096x512 not
+        assert!(!tiled(&fwd_plan(inputs(DType::BF16, 8, 2048, 1024, 4, cf(8, 2048, 1024)))));
+        assert!(tiled(&fwd_plan(inputs(DType::BF16, 4, 5376, 4096, 4, cf(4, 5376, 4096)))));
+        assert!(tiled(&fwd_plan(inputs(DType::F16, 4, 4096, 512, 4, cf(4, 4096, 512)))));
         assert!(tiled(&fwd_plan(inputs(DType::BF16, 65536, 1, 8, 4, cf(65536, 1, 8)))));
         assert!(!tiled(&fwd_plan(inputs(DType::BF16, 65535, 1, 8, 4, cf(65535, 1, 8)))));
     }

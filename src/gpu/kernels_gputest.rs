@@ -565,7 +565,7 @@ fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
     msg
 }
 
-/// `pt_max` of check_fwd_on: the library's choice (PT_MAX_VECTORS or CCV1D_FWD_PT).
+/// `pt_max` of check_fwd_on: the library's choice (`pt_max_vectors` or CCV1D_FWD_PT).
 const PT_DEFAULT: i64 = -1;
 
 fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt_max: i64) -> String {

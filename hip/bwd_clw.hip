@@ -18,19 +18,19 @@
 #include "clbwd.h"
 
 // The block's shape, and its shared memory: the groups' rings during the walk, the partials after
-template <typename T, int W> struct ClwShape {
-  static constexpr int NT = CCV_NT_bwd_clw, GS = 32, NG = NT / GS, CV = 2, CC = GS * CV;
-  static constexpr int V = Tr<T>::V, VPT = CC / V, TS = GS / VPT, R = CCV_CLW_RING;
-  static constexpr int SLOT = 2 * TS * CC;  // elements of one ring slot: x tokens, then dout tokens
-  static constexpr int RING = NG * R * SLOT * (int)sizeof(T), RED = NG * CC * (W + 1) * 4;
+template <typename T, int W> struct ClwShape : ClwGroups<T, CCV_NT_bwd_clw> {
+  typedef ClwGroups<T, CCV_NT_bwd_clw> G;
+  static constexpr int TS = G::GS / G::VPT, R = CCV_CLW_RING;
+  static constexpr int SLOT = 2 * TS * G::CC;  // elements of one ring slot: x tokens, then dout tokens
+  static constexpr int RING = G::NG * R * SLOT * (int)sizeof(T), RED = G::NG * G::CC * (W + 1) * 4;
   static constexpr int SMEM = RING > RED ? RING : RED;
-  static_assert(GS % VPT == 0 && R >= 2 && NT % GS == 0, "clw shape");
+  static_assert(R >= 2, "clw ring");
 };
 
 template <typename T, int W, bool SILU>
 CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
   typedef ClwShape<T, W> S;
-  constexpr int K = W - 1, NT = S::NT, GS = S::GS, NG = S::NG, CV = S::CV, CC = S::CC;
+  constexpr int K = W - 1, NT = S::NT, NG = S::NG, CV = S::CV, CC = S::CC;
   constexpr int V = S::V, VPT = S::VPT, TS = S::TS, R = S::R, SLOT = S::SLOT;
   typedef QN<T, CV> Q;
   typedef typename Q::raw Raw;
@@ -38,16 +38,12 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
-  const ClBlock cb = cl_block(P, blk);
-  const int64_t ct = cb.ct, chunk = cb.chunk, b = cb.b;
+  const ClwLane ln = clw_lane<typename S::G>(P, blk);  // token indices in 32 bits, offsets in 64
+  const int64_t b = ln.b, chunk = ln.chunk, c0 = ln.c0, c = ln.c;
   const bool dfin = P.flags & CCV_F_DFINAL;
   const int64_t L = P.seqlen, D = P.dim;
-  const int tid = threadIdx.x, gi = tid % GS, grp = tid / GS;
-  const int64_t c0 = ct * CC, c = c0 + gi * CV;
-  // token indices in 32 bits (kernels.rs takes this kernel for L < 2^30 only), offsets in 64
-  const int seglen = (int)(P.chunk / NG), L32 = (int)L;
-  const int s0 = (int)chunk * (int)P.chunk + grp * seglen, s1 = min(L32, s0 + seglen);
-  const bool mine = c < D;  // D is even: both channels or neither
+  const int tid = threadIdx.x, gi = ln.gi, grp = ln.grp, s0 = ln.s0, s1 = ln.s1, L32 = (int)L;
+  const bool mine = ln.mine;
 
   float dw[CV][W + 1];
   ClBwdWalk<T, W, CV, SILU>::zero_partials(dw);

@@ -655,6 +655,38 @@ CCV_DEV ClBlock cl_block(const ccv_params& P, uint32_t blk) {
   k.b = r0 / nch;
   return k;
 }
+// The per-warp-ring channel-last kernels (fwd_clw, bwd_clw): NT threads in NG groups of GS = 32
+// (a group lies inside one warp, 32 or 64 wide); thread gi of group grp owns channels c and c + 1
+// of the block's CC = 64-channel tile from c0 (mine: c < D; D is even, so both or neither) and
+// walks the group's segment [s0, s1) of the chunk. A copy round moves VPT 16-byte vectors (V
+// elements each) a token. Token indices in 32 bits: kernels.rs takes these kernels for L < 2^30.
+template <typename T, int NT_> struct ClwGroups {
+  static constexpr int NT = NT_, GS = 32, NG = NT / GS, CV = 2, CC = GS * CV;
+  static constexpr int V = Tr<T>::V, VPT = CC / V;
+  static_assert(GS % VPT == 0 && NT % GS == 0, "clw groups");
+};
+struct ClwLane {
+  int64_t b, chunk, c0, c;
+  int gi, grp, s0, s1;
+  bool mine;
+};
+template <typename G>
+CCV_DEV ClwLane clw_lane(const ccv_params& P, uint32_t blk) {
+  const ClBlock cb = cl_block(P, blk);
+  ClwLane t;
+  t.b = cb.b;
+  t.chunk = cb.chunk;
+  const int tid = threadIdx.x;
+  t.gi = tid % G::GS;
+  t.grp = tid / G::GS;
+  t.c0 = cb.ct * G::CC;
+  t.c = t.c0 + t.gi * G::CV;
+  const int seglen = (int)(P.chunk / G::NG);
+  t.s0 = (int)cb.chunk * (int)P.chunk + t.grp * seglen;
+  t.s1 = min((int)P.seqlen, t.s0 + seglen);
+  t.mine = t.c < P.dim;
+  return t;
+}
 
 // Deterministic sum over the block of N per-thread values (fixed shuffle pattern, then warps in
 // order). `red` = shared scratch of (NT / CCV_WARP) * N floats. Result valid in thread 0 (out[]).

@@ -14,35 +14,30 @@
 // no token leaves at once.
 #include "instances.h"
 
-template <typename T> struct FwdClwShape {
-  static constexpr int NT = CCV_NT_fwd_clw, GS = 32, NG = NT / GS, CV = 2, CC = GS * CV;
-  static constexpr int V = Tr<T>::V, VPT = CC / V, UJ = GS / VPT;  // UJ: tokens of one copy round
+template <typename T> struct FwdClwShape : ClwGroups<T, CCV_NT_fwd_clw> {
+  typedef ClwGroups<T, CCV_NT_fwd_clw> G;
+  static constexpr int UJ = G::GS / G::VPT;  // tokens of one copy round
   static constexpr int CPT = CCV_FWD_CLW_COPIES, TS = CPT * UJ, R = CCV_FWD_CLW_RING;
-  static constexpr int SLOT = TS * CC;  // elements of one ring slot
-  static constexpr int SMEM = NG * R * SLOT * (int)sizeof(T);
-  static_assert(GS % VPT == 0 && R >= 2 && NT % GS == 0, "fwd_clw shape");
+  static constexpr int SLOT = TS * G::CC;  // elements of one ring slot
+  static constexpr int SMEM = G::NG * R * SLOT * (int)sizeof(T);
+  static_assert(R >= 2, "fwd_clw ring");
 };
 
 template <typename T, int W, bool SILU>
 CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
   typedef FwdClwShape<T> S;
-  constexpr int K = W - 1, GS = S::GS, NG = S::NG, CV = S::CV, CC = S::CC;
+  constexpr int K = W - 1, CV = S::CV, CC = S::CC;
   constexpr int V = S::V, VPT = S::VPT, UJ = S::UJ, CPT = S::CPT, TS = S::TS, R = S::R, SLOT = S::SLOT;
   typedef QN<T, CV> Q;
   typedef typename Q::raw Raw;
 
   const uint32_t blk = block_linear();
   if (blk >= (uint64_t)P.n_blocks) return;
-  const ClBlock cb = cl_block(P, blk);
-  const int64_t ct = cb.ct, chunk = cb.chunk, b = cb.b;
-  const int64_t D = P.dim;
-  const int tid = threadIdx.x, gi = tid % GS, grp = tid / GS;
-  const int64_t c0 = ct * CC, c = c0 + gi * CV;
-  // token indices in 32 bits (kernels.rs takes this kernel for L < 2^30 only), offsets in 64
-  const int seglen = (int)(P.chunk / NG), L32 = (int)P.seqlen;
-  const int s0 = (int)chunk * (int)P.chunk + grp * seglen, s1 = min(L32, s0 + seglen);
-  if (s0 >= s1) return;     // uniform over the group
-  const bool mine = c < D;  // D is even: both channels or neither
+  const ClwLane ln = clw_lane<typename S::G>(P, blk);  // token indices in 32 bits, offsets in 64
+  const int64_t b = ln.b, c0 = ln.c0, c = ln.c, D = P.dim;
+  const int gi = ln.gi, grp = ln.grp, s0 = ln.s0, s1 = ln.s1;
+  const bool mine = ln.mine;
+  if (s0 >= s1) return;  // uniform over the group
   const RowCtx rc = row_ctx(P, b);
   const int64_t xt = P.x_s[2], ot = P.out_s[2];
   T* op = (T*)P.out + b * P.out_s[0] + c + (int64_t)s0 * ot;

@@ -1040,6 +1040,22 @@ fn gpu_bwd_slab() {
     });
 }
 
+/// A case of the `bwd_clw` / `fwd_clw` self-tests: shape `si` of the list at width w. Without
+/// states: f32 weights and a 16-bit bias; with them: bf16 weights, no bias, a slot pool with
+/// has_initial_state (int32 at odd widths, bool at even). SiLU and whole weight rows alternate.
+fn clw_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w: usize, states: bool, seed: u64) -> ConvOpts {
+    let mut o = big(dt, lay, b, d, l, w);
+    o.wdt = if states { DType::BF16 } else { DType::F32 };
+    o.bdt = if states { None } else { Some(dt) };
+    o.silu = (si + w) % 2 == 0;
+    o.w_rows = si % 2 == 1;
+    o.seed = (si * 1000 + w * 10 + states as usize) as u64 + seed;
+    if states {
+        pool_states(&mut o, true, w % 2 == 0);
+    }
+    o
+}
+
 /// The channel-last backward on `bwd_clw` (16-bit x, W = 3-5, whole 16-byte vectors along D):
 /// contiguous and padded rows, a partial channel tile, segments shorter than the window and not a
 /// multiple of a copy step, one chunk and many, and with states: skipped rows (slot -1 and past the
@@ -1056,15 +1072,7 @@ fn gpu_bwd_clw() {
                 for (si, &(b, d, l)) in [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700)].iter().enumerate() {
                     for w in 3..=5 {
                         for states in [false, true] {
-                            let mut o = big(dt, lay, b, d, l, w);
-                            o.wdt = if states { DType::BF16 } else { DType::F32 };
-                            o.bdt = if states { None } else { Some(dt) };
-                            o.silu = (si + w) % 2 == 0;
-                            o.w_rows = si % 2 == 1;
-                            o.seed = (si * 1000 + w * 10 + states as usize) as u64;
-                            if states {
-                                pool_states(&mut o, true, w % 2 == 0);
-                            }
+                            let o = clw_case(dt, lay, (b, d, l), si, w, states, 0);
                             let name = format!("clw {} dfinal{}", describe(&o), states as u8);
                             run_case(&name, || {
                                 let m = check_bwd(cu, &o, states, states, true, if states { DType::F32 } else { dt });
@@ -1097,15 +1105,7 @@ fn gpu_fwd_clw() {
                             continue;  // the big grid once per dtype and layout
                         }
                         for states in [false, true] {
-                            let mut o = big(dt, lay, b, d, l, w);
-                            o.wdt = if states { DType::BF16 } else { DType::F32 };
-                            o.bdt = if states { None } else { Some(dt) };
-                            o.silu = (si + w) % 2 == 0;
-                            o.w_rows = si % 2 == 1;
-                            o.seed = (si * 1000 + w * 10 + states as usize) as u64 + 7;
-                            if states {
-                                pool_states(&mut o, true, w % 2 == 0);
-                            }
+                            let o = clw_case(dt, lay, (b, d, l), si, w, states, 7);
                             let name = format!("fwd clw {} final{}", describe(&o), states as u8);
                             run_case(&name, || {
                                 let m = check_fwd(cu, &o, states, false);

@@ -20,6 +20,8 @@
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);
 //! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
 //!   channels of every row and token, and stores dweight/dbias itself);
+//! - `ccv1d_bwd_pt_{dt}_w{W}`: small channel-first backward in one launch (a vector per thread,
+//!   a channel's vectors in one block; it stores dweight/dbias itself);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
 //! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_stepv_{dt}_w{W}` / `ccv1d_step_{dt}_w{W}`: its
@@ -163,6 +165,10 @@ pub const NT_SLAB: u32 = 256;
 pub const SLAB_VECS: i64 = 1;
 pub const SLAB_ELEMS: i64 = 4608;
 pub const SLAB_ROWS: i64 = 64;
+/// `ccv1d_bwd_pt_*` (`CCV_NT_bwd_pt`): threads per block (a channel's 16-byte vectors, a thread
+/// each, lie in one block), and the most tokens (B L) of a channel it takes.
+pub const NT_BWD_PT: u32 = 128;
+pub const BWD_PT_TOKENS: i64 = 256;
 /// Staged decode step: shared-memory bytes per block and most batch rows per block
 /// (`CCV_UPD_SMEM`, `CCV_UPD_ROWS`).
 pub const UPD_SMEM: i64 = 12288;
@@ -204,7 +210,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "bwd_pt", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -788,12 +794,18 @@ fn bwd_params(p: &BwdPlan) -> KParams {
 }
 
 /// Main backward geometry, or None when there is no token (no main kernel, no partials).
-fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
+/// `allow_pt`: small channel-first problems may take `bwd_pt` (`bwd_pt_fits`).
+fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, allow_pt: bool) -> Result<Option<MainGeom>> {
     let inp = &p.inp;
     if inp.batch <= 0 || inp.dim <= 0 || inp.seqlen <= 0 {
         return Ok(None);
     }
     let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
+    if let Some(r) = bwd_pt_rows_log2(p).filter(|_| allow_pt) {
+        // a channel's every batch row in one block: one partial row, stored directly
+        let n = ceil_div(inp.dim, NT_BWD_PT as i64 >> r);
+        return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
+    }
     if let Some(lc) = bwd_slab_channels_log2(p, dev) {
         let n = ceil_div(inp.dim, 1 << lc);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
@@ -861,6 +873,36 @@ fn bwd_slab_channels_log2(p: &BwdPlan, dev: &DeviceInfo) -> Option<i32> {
     let c = 1i64 << r;
     let fits = b.saturating_mul(l).saturating_mul(c) <= SLAB_VECS * NT_SLAB as i64 * v && b * (l + k) * c <= SLAB_ELEMS;
     fits.then_some(r)
+}
+
+/// Small channel-first backwards on `ccv1d_bwd_pt_*` (bwd_pt.hip: a 16-byte vector per thread,
+/// every load issued before the first wait, a channel's vectors in one block that sums and stores
+/// its dweight/dbias, no reduce launch): simple rows (rows mode, no seq_idx), x, dout and dx on
+/// the vector path, L a multiple of the vector, and at most BWD_PT_TOKENS tokens (B L) a channel:
+/// where it was measured faster (H100, docs/perf.md, session 20; µs, against the tiled kernels:
+/// seeds' Tiny 1x32x64 f32 / f16 / bf16 2.9 / 3.1 / 2.8 against 3.8 / 3.9 / 3.9, 003's Small
+/// 2x64x128 3.5 / 3.3 / 3.0 against 3.6 / 3.9 / 3.8; at 512 tokens it lost, 000's Small 2x64x256
+/// 3.7 / 3.8 / 3.6 against 3.4 / 3.7 / 3.7, with SiLU 3.9 / 4.3 / 4.1 against 3.6 / 4.0 / 4.0).
+/// Returns r, the log2 of the threads per channel (2^r >= B L/V), or None for the other kernels.
+/// `CCV1D_BWD_PT=0` turns it off.
+fn bwd_pt_rows_log2(p: &BwdPlan) -> Option<i32> {
+    let inp = &p.inp;
+    let (b, d, l) = (inp.batch, inp.dim, inp.seqlen);
+    let v = 16 / inp.x.dtype.size() as i64;
+    let lay = Layout::ChannelFirst;
+    let dims = [b, d, l];
+    let simple = inp.seq_idx.is_none() && matches!(inp.seqs, Seqs::Rows);
+    let vec = [&inp.x, &p.dout, &p.dx].iter().all(|t| vec_ok(t, lay, dims));
+    let fits = knob(Knob::BwdPt) != Some(0)
+        && choose_layout(&inp.x, d, l) == lay
+        && simple
+        && vec
+        && l % v == 0
+        && b >= 1
+        && l >= v
+        && b.saturating_mul(l) <= BWD_PT_TOKENS
+        && d <= i32::MAX as i64;
+    fits.then(|| ((b * (l / v)) as u64).next_power_of_two().trailing_zeros() as i32)
 }
 
 /// Tokens of one warp span of `ccv1d_{fwd,bwd}_cfw_*`: CF_ITEMS 16-byte vectors per lane.
@@ -992,7 +1034,12 @@ fn reduce_lanes(n_partials: i64) -> u32 {
 /// 0 when there is nothing to reduce or a single partial row (stored directly). Same (plan, device) → same size and the same summation
 /// order, so dweight/dbias are bitwise reproducible.
 pub fn bwd_workspace_bytes(p: &BwdPlan, dev: &DeviceInfo) -> usize {
-    match bwd_geometry(p, dev) {
+    bwd_workspace_bytes_pt(p, dev, true)
+}
+
+/// `bwd_workspace_bytes` with `bwd_pt` allowed or not (tests run both).
+pub fn bwd_workspace_bytes_pt(p: &BwdPlan, dev: &DeviceInfo, allow_pt: bool) -> usize {
+    match bwd_geometry(p, dev, allow_pt) {
         Ok(g) => {
             let n = bwd_partials(p, &g);
             if bwd_direct(n) {
@@ -1012,6 +1059,11 @@ pub fn bwd_workspace_bytes(p: &BwdPlan, dev: &DeviceInfo) -> usize {
 /// bytes, 256-byte aligned; its content is never assumed (every partial slot is written before
 /// it is read).
 pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<Vec<Launch>> {
+    bwd_launches_pt(p, dev, workspace, true)
+}
+
+/// `bwd_launches` with `bwd_pt` allowed or not (tests give the other kernels small problems too).
+pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, allow_pt: bool) -> Result<Vec<Launch>> {
     let inp = &p.inp;
     check_width(inp.width)?;
     let mut k = bwd_params(p);
@@ -1020,11 +1072,11 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
         return Ok(v);
     }
     let dt = inp.x.dtype;
-    let g = bwd_geometry(p, dev)?;
+    let g = bwd_geometry(p, dev, allow_pt)?;
     let n_partials = bwd_partials(p, &g);
     let direct = bwd_direct(n_partials);
     if n_partials > 0 && !direct && workspace == 0 {
-        bail!(CCV1D_ERR_WORKSPACE, "backward needs a workspace of {} bytes", bwd_workspace_bytes(p, dev));
+        bail!(CCV1D_ERR_WORKSPACE, "backward needs a workspace of {} bytes", bwd_workspace_bytes_pt(p, dev, allow_pt));
     }
     k.ws = if direct { 0 } else { workspace as u64 };
     k.n_partials = n_partials;
@@ -1035,7 +1087,10 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
         let mut km = main_params(&k, g, vec);
-        let (family, threads) = if let Some(lc) = bwd_slab_channels_log2(p, dev) {
+        let (family, threads) = if let Some(r) = bwd_pt_rows_log2(p).filter(|_| allow_pt) {
+            km.rows_log2 = r;
+            ("pt", NT_BWD_PT)
+        } else if let Some(lc) = bwd_slab_channels_log2(p, dev) {
             km.rows_log2 = lc;
             ("slab", NT_SLAB)
         } else if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
@@ -1257,11 +1312,13 @@ enum Knob {
     /// `CCV1D_CL_FWD`: 0 / 1 = the channel-last forward of simple rows on `fwd_cl` / on
     /// `fwd_clw` wherever it can run.
     ClFwd,
+    /// `CCV1D_BWD_PT`: 0 = the small channel-first backward never on `bwd_pt`.
+    BwdPt,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 8] = [const { OnceLock::new() }; 8];
+    static VALUES: [OnceLock<Option<i64>>; 9] = [const { OnceLock::new() }; 9];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1271,8 +1328,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::FwdPt => "CCV1D_FWD_PT",
         Knob::ClBwd => "CCV1D_CL_BWD",
         Knob::ClFwd => "CCV1D_CL_FWD",
+        Knob::BwdPt => "CCV1D_BWD_PT",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1382,6 +1440,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_VECS"), SLAB_VECS);
         assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_ELEMS"), SLAB_ELEMS);
         assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_ROWS"), SLAB_ROWS);
+        assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_pt"), NT_BWD_PT as i64);
         // the streaming channel-last kernels split a chunk evenly over their lanes:
         // lanes = NT / (CL_CC / channels per thread); fwd_cl takes 4 channels per thread, 16-bit
         // bwd_cls one of the arms of its per-width choice
@@ -1829,6 +1888,55 @@ mod tests {
         assert!(!bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0].kernel.contains("slab"));
     }
 
+    /// Small channel-first problems on `bwd_pt`: a vector per thread, 2^r >= B L/V threads a
+    /// channel, 128 >> r channels a block; one launch, no workspace; who else gets them.
+    #[test]
+    fn bwd_pt_choice() {
+        let dev = h100();
+        // the channels' threads per block (log2) on bwd_pt, or None
+        let pt_rows = |p: &BwdPlan| {
+            let v = bwd_launches(p, &dev, 0x8000_0000).unwrap();
+            let k = params_of(&v[0]);
+            v[0].kernel.starts_with("ccv1d_bwd_pt_").then(|| {
+                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes(p, &dev)), (1, F_DIRECT, 0));
+                let per_block = NT_BWD_PT as i64 >> k.rows_log2;
+                assert_eq!((k.n_blocks, v[0].block[0]), (ceil_div(p.inp.dim, per_block), NT_BWD_PT));
+                assert_eq!(v[0].grid, [k.n_blocks as u32, 1, 1]);
+                k.rows_log2
+            })
+        };
+        let cf_plan = |dt: DType, b: i64, d: i64, l: i64, w: i64| bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let v = 16 / dt.size() as i64;
+            let lv = |n: i64| n.trailing_zeros() as i32;
+            for w in [1, 4, 8] {
+                // the seeds' Tiny and 003's Small; 256 tokens a channel at most (not 000's Small)
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 32, 64, w)), Some(lv(64 / v)));
+                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 128, w)), Some(lv(256 / v)));
+                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 256, w)), None);
+                assert_eq!(pt_rows(&cf_plan(dt, 3, 5, v, w)), Some(2));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64, w)), Some(lv(256 / v)));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64 + v, w)), None);
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 64, 512, w)), None);
+                // L not a multiple of the vector, channel-last: the other kernels
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 32, v + 1, w)), None);
+                assert_eq!(pt_rows(&bwd_plan(inputs(dt, 1, 32, 64, w, cl(1, 32, 64)))), None);
+                // allowed or not: the tiled kernels and their workspace
+                let p = cf_plan(dt, 2, 64, 128, w);
+                let tiled = bwd_launches_pt(&p, &dev, 0x8000_0000, false).unwrap();
+                assert!(!tiled[0].kernel.contains("_pt_"));
+                assert_eq!(bwd_workspace_bytes_pt(&p, &dev, false) > 0, tiled.iter().any(|l| l.kernel == "ccv1d_bwd_reduce"));
+            }
+        }
+        // 64-wide waves: the same geometry (the block's groups do not depend on the warp)
+        let v = bwd_launches(&cf_plan(DType::BF16, 4, 5, 64, 4), &mi300(), 0x8000_0000).unwrap();
+        assert_eq!((v[0].kernel.as_str(), params_of(&v[0]).n_blocks), ("ccv1d_bwd_pt_bf16_w4", 2));
+        // seq_idx: the other kernels
+        let mut p = cf_plan(DType::F32, 1, 32, 64, 4);
+        p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [64, 1], elem_bytes: 4 });
+        assert_eq!(pt_rows(&p), None);
+    }
+
     /// The channel-last backward of simple rows: `bwd_clw` for 16-bit x at W = 3-5 with whole
     /// 16-byte vectors along D, else `bwd_cls` (or `bwd_cl` off the vector path); its geometry.
     #[test]
@@ -1878,12 +1986,16 @@ mod tests {
                 // (32 lanes x 2 vectors x 8 = 512 tokens, bf16); else rows shorter than half a
                 // tile: several rows per block
                 // tiny channel-last problems of whole vectors: one slab kernel
+                // small channel-first problems of whole vectors: a warp per channel (bwd_pt)
                 let slab = lay == 1 && d % 8 == 0 && b * l <= NT_SLAB as i64;
-                let warp = !slab && lay == 0 && l % 8 == 0 && l >= 512;
-                let short = !slab && lay == 0 && params_of(&v[0]).rows_log2 > 0;
-                assert_eq!(short, lay == 0 && !slab && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
+                let pt = lay == 0 && l % 8 == 0 && b * l <= BWD_PT_TOKENS;
+                let warp = !pt && lay == 0 && l % 8 == 0 && l >= 512;
+                let short = !pt && lay == 0 && params_of(&v[0]).rows_log2 > 0;
+                assert_eq!(short, lay == 0 && !pt && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));
                 let tag = if slab {
                     "slab"
+                } else if pt {
+                    "pt"
                 } else if lay == 0 {
                     if warp { "cfw" } else if short { "cfs" } else { "cf" }
                 } else if d % 8 == 0 {
@@ -1898,8 +2010,8 @@ mod tests {
                 let km = params_of(&v[0]);
                 let direct = km.n_partials == 1;
                 let whole_short = short && b > 1 && b & (b - 1) == 0 && b <= 1 << km.rows_log2;
-                assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1) || whole_short || slab);
-                assert!(km.brows >= 1 && (km.brows == 1 || grouped || whole_short || slab));
+                assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1) || whole_short || slab || pt);
+                assert!(km.brows >= 1 && (km.brows == 1 || grouped || whole_short || slab || pt));
                 assert_eq!(whole_short, short && km.brows > 1);
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}")];
                 if !direct {
@@ -1962,8 +2074,9 @@ mod tests {
             (DType::BF16, 2, 64, 256, 4, 2),
             (DType::BF16, 4, 5376, 4096, 8, 4),
         ] {
+            // (the small ones go to bwd_pt by default: the tiled kernels' groups here)
             let p = bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
-            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, false).unwrap();
             let km = params_of(&v[0]);
             assert_eq!(km.brows as i64, rows, "{dt:?} {b}x{d}x{l} W={w}");
             assert_eq!(v.len() == 1, km.n_partials == 1 && rows == b, "{dt:?} {b}x{d}x{l} W={w}: reduce launch iff partial rows");
@@ -2093,7 +2206,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (16 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (17 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

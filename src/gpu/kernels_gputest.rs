@@ -639,6 +639,15 @@ fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt
 // ------------------------------------------------------------------ backward
 
 fn check_bwd(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType) -> String {
+    let msg = check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, true);
+    // a small problem on bwd_pt: the other kernels too (their small-shape coverage)
+    if msg.contains("[ccv1d_bwd_pt_") {
+        return msg + &format!("; tiled: {}", check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, false));
+    }
+    msg
+}
+
+fn check_bwd_on(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType, allow_pt: bool) -> String {
     let mut c = build_conv(cu, o);
     c.set_states_any(o.init || dfinal);
     let k = c.k();
@@ -666,10 +675,10 @@ fn check_bwd(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_d
         workspace: None,
         deterministic: true,
     };
-    let ws_bytes = bwd_workspace_bytes(&plan, &cu.dev_info);
+    let ws_bytes = bwd_workspace_bytes_pt(&plan, &cu.dev_info, allow_pt);
     let ws = cu.alloc(ws_bytes + 256);
     cu.upload(ws, &vec![0xffu8; ws_bytes + 256]); // NaN garbage: never assume a zeroed workspace
-    let launches = bwd_launches(&plan, &cu.dev_info, ws as usize).unwrap();
+    let launches = bwd_launches_pt(&plan, &cu.dev_info, ws as usize, allow_pt).unwrap();
     cu.run(&launches);
 
     // reference
@@ -993,6 +1002,48 @@ fn gpu_fwd_pt() {
                         run_case(&name, || {
                             let m = check_fwd(cu, &o, states && w > 1, false);
                             assert!(m.contains(&format!("[ccv1d_fwd_pt_{}_w{w}", dt_name(dt))), "not on fwd_pt: {m}");
+                            m
+                        });
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Small channel-first backwards on `bwd_pt` (a vector per thread), each case also on the other
+/// kernels (check_bwd): every dtype and width, contiguous and padded rows, channels of 7 to 64
+/// vectors (groups within a warp, partly filled, and across warps), rows of one vector, a partial
+/// last block, and with states:
+/// initial states through state indices with skipped rows (slot -1 and past the pool),
+/// has_initial_state as int32 and bool, dfinal, dinitial_states; bias absent, 16-bit or f32;
+/// dweight/dbias in f32 or x's dtype. Each case must run on it.
+#[test]
+#[ignore]
+fn gpu_bwd_pt() {
+    with_gpu(|cu| {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let v = 16 / dt.size();
+            for lay in [Lay::Cf, Lay::CfPad] {
+                // seeds' Tiny, 003's Small (f32: 64 vectors, 2 warps a channel); one vector a
+                // row; 15 vectors; 256 tokens in 4 rows; W - 1 past a vector (f32, W = 6-8)
+                let shapes = [(1, 32, 64), (2, 64, 128), (7, 5, v), (5, 3, 3 * v), (4, 6, 64)];
+                for (si, &(b, d, l)) in shapes.iter().enumerate() {
+                    for w in 1..=8 {
+                        let states = (si + w) % 2 == 1;
+                        let mut o = big(dt, lay, b, d, l, w);
+                        o.wdt = if states { DType::BF16 } else { DType::F32 };
+                        o.bdt = [None, Some(dt), Some(DType::F32)][(si + w) % 3];
+                        o.silu = w % 2 == 0;
+                        o.seed = (si * 1000 + w * 10 + states as usize) as u64 + 7;
+                        if states {
+                            pool_states(&mut o, w > 1, w % 4 == 0);
+                        }
+                        let dfinal = states && w > 1;
+                        let name = format!("bwd_pt {} dfinal{}", describe(&o), dfinal as u8);
+                        run_case(&name, || {
+                            let m = check_bwd(cu, &o, states, dfinal, true, if si % 2 == 0 { DType::F32 } else { dt });
+                            assert!(m.contains(&format!("[ccv1d_bwd_pt_{}_w{w}", dt_name(dt))), "not on bwd_pt: {m}");
                             m
                         });
                     }

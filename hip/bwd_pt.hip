@@ -1,0 +1,117 @@
+// Backward of small channel-first problems, one 16-byte vector per thread: ccv1d_bwd_pt_*. A
+// channel's batch x L/V vectors (q = b * L/V + i: tokens [V i, V i + V) of row b) go to a group of
+// G = 2^rows_log2 >= B L/V consecutive threads, 128 / G channels a block. A thread issues the
+// loads of its x vector, of the vectors its window reaches before it, of its dout vector and of
+// its channel's weights before anything waits on memory; computes g = dout * act'(pre) of its V
+// tokens and shares them through shared memory (the K after its vector are the next threads');
+// stores V dx; and the group sums its dweight/dbias terms in a fixed order (shuffles, then shared
+// memory across warps) for its first thread to store (CCV_F_DIRECT). One memory round trip, no
+// reduce launch: the tiled kernels spend several round trips and barriers on a problem that is
+// one wave of blocks, and a warp per channel (a chain of several vectors per lane) was slower
+// (seeds' Tiny and Small; docs/perf.md, session 20). kernels.rs (`bwd_pt_rows_log2`) picks it for
+// simple rows (rows mode, no seq_idx) with x, dout and dx on the vector path, L a multiple of V and
+// B L <= 256; initial states, state indices, skipped rows and dfinal are handled here,
+// dinitial_states by the states launch as elsewhere.
+#include "instances.h"
+
+template <typename T, int W, bool SILU>
+CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
+  constexpr int K = W - 1, V = Tr<T>::V, WS = CCV_WARP, NT = CCV_NT_bwd_pt, LOG_NT = 7;
+  constexpr int NH = (K + V - 1) / V, NHA = NH > 0 ? NH : 1;  // earlier vectors the window reaches
+  static_assert(NT == 1 << LOG_NT, "thread split assumes 128 threads");
+  // 32-bit indices: kernels.rs keeps dim below 2^31 and B L <= 256 here
+  const int lg = P.rows_log2, G = 1 << lg, tid = threadIdx.x, q = tid & (G - 1);
+  const int d = (int)((block_linear() << (LOG_NT - lg)) + (tid >> lg));
+  const int L = (int)P.seqlen, nv = L / V;
+  const bool live = d < P.dim && q < (int)P.batch * nv;  // no return: barriers below
+  const int b = live ? q / nv : 0, t = live ? (q - b * nv) * V : 0;
+  const T* xp = (const T*)P.x + b * P.x_s[0] + d * P.x_s[1];
+  ccv_vec16 raw = make_uint4(0u, 0u, 0u, 0u), dyr = raw, hraw[NHA];  // hraw: x at [t - NH V, t)
+#pragma unroll
+  for (int m = 0; m < NHA; ++m) hraw[m] = raw;
+  if (live) {
+    raw = ccv_ld16(xp + t);
+    dyr = ccv_ld16((const T*)P.dout + b * P.dout_s[0] + d * P.dout_s[1] + t);
+#pragma unroll
+    for (int m = 0; m < NH; ++m) {
+      const int p = t - (NH - m) * V;
+      if (p >= 0) hraw[m] = ccv_ld16(xp + p);
+    }
+  }
+  float w[W], bias = 0.f;
+  if (d < P.dim) load_weights<W>(P, d, w, bias);
+  const RowCtx rc = row_ctx(P, b);
+  const bool valid = live && rc.g.valid;  // a skipped row: dx = 0, no dweight/dbias terms
+  float xw[NH * V + V], dy[V];            // x at [t - NH V, t + V)
+#pragma unroll
+  for (int m = 0; m < NH; ++m) Tr<T>::unpack(hraw[m], xw + m * V);
+  Tr<T>::unpack(raw, xw + NH * V);
+  Tr<T>::unpack(dyr, dy);
+  if (live && t < K) {  // the row start: the initial state (or 0) before it
+#pragma unroll
+    for (int i = 0; i < NH * V; ++i) {
+      const int p = t - NH * V + i;
+      if (p < 0) xw[i] = row_halo<T>(P, rc, d, p, K);
+    }
+  }
+  float g[V + K];  // g at [t, t + V + K): the thread's own, then the next threads' (0 from L on)
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    float z = bias;
+#pragma unroll
+    for (int k = 0; k < W; ++k) z += w[k] * xw[NH * V + e - K + k];
+    g[e] = valid ? act_grad(z, dy[e], SILU) : 0.f;
+    sg[tid * V + e] = g[e];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < K; ++k) g[V + k] = live && t + V + k < L ? sg[tid * V + V + k] : 0.f;
+  float o[V], part[W + 1];
+#pragma unroll
+  for (int k = 0; k <= W; ++k) part[k] = 0.f;
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    float acc = 0.f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) acc += w[k] * g[e + K - k];
+    o[e] = valid ? acc + row_dfinal<T>(P, rc, d, t + e, K) : 0.f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) part[k] += g[e] * xw[NH * V + e - K + k];
+    part[W] += g[e];
+  }
+  if (live) stv<T>(P.dx, b * P.dx_s[0] + d * P.dx_s[1] + t, o);
+  // the group's sum, in a fixed order: lanes of a warp by shuffles, then its warps in turn
+  const int gw = G < WS ? G : WS;
+  for (int m = 1; m < gw; m <<= 1) {
+#pragma unroll
+    for (int k = 0; k <= W; ++k) part[k] += ccv_shfl_xor(part[k], m);
+  }
+  if (G > WS) {  // uniform: one group spans warps
+    if (tid % WS == 0) {
+#pragma unroll
+      for (int k = 0; k <= W; ++k) sred[tid / WS * (W + 1) + k] = part[k];
+    }
+    __syncthreads();
+    if (q == 0) {
+#pragma unroll
+      for (int k = 0; k <= W; ++k) {
+        float s = 0.f;
+        for (int i = 0; i < G / WS; ++i) s += sred[(tid / WS + i) * (W + 1) + k];
+        part[k] = s;
+      }
+    }
+  }
+  if (q == 0 && d < P.dim) {
+#pragma unroll
+    for (int k = 0; k <= W; ++k) put_partial<W>(P, 0, d, k, part[k]);
+  }
+}
+
+template <typename T, int W>
+CCV_DEV void bwd_pt_body(const ccv_params& P) {
+  __shared__ float sg[CCV_NT_bwd_pt * Tr<T>::V];
+  __shared__ float sred[CCV_NT_bwd_pt / CCV_WARP * (W + 1)];
+  if (P.flags & CCV_F_SILU) bwd_pt_thread<T, W, true>(P, sg, sred); else bwd_pt_thread<T, W, false>(P, sg, sred);
+}
+
+CCV_INSTANTIATE_W(bwd_pt)

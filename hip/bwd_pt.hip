@@ -18,6 +18,9 @@ template <typename T, int W, bool SILU>
 CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
   constexpr int K = W - 1, V = Tr<T>::V, WS = CCV_WARP, NT = CCV_NT_bwd_pt, LOG_NT = 7;
   constexpr int NH = (K + V - 1) / V, NHA = NH > 0 ? NH : 1;  // earlier vectors the window reaches
+  // without SiLU, g = dout: the K values after the vector come from dout's next NH vectors
+  // instead of the next threads' (no shared memory, no barrier before dx)
+  constexpr int NN = SILU ? 0 : NH, NNA = NN > 0 ? NN : 1;
   static_assert(NT == 1 << LOG_NT, "thread split assumes 128 threads");
   // 32-bit indices: kernels.rs keeps dim below 2^31 and B L <= 256 here
   const int lg = P.rows_log2, G = 1 << lg, tid = threadIdx.x, q = tid & (G - 1);
@@ -26,12 +29,20 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
   const bool live = d < P.dim && q < (int)P.batch * nv;  // no return: barriers below
   const int b = live ? q / nv : 0, t = live ? (q - b * nv) * V : 0;
   const T* xp = (const T*)P.x + b * P.x_s[0] + d * P.x_s[1];
-  ccv_vec16 raw = make_uint4(0u, 0u, 0u, 0u), dyr = raw, hraw[NHA];  // hraw: x at [t - NH V, t)
+  const T* yp = (const T*)P.dout + b * P.dout_s[0] + d * P.dout_s[1];
+  ccv_vec16 raw = make_uint4(0u, 0u, 0u, 0u), dyr = raw, hraw[NHA], nraw[NNA];  // hraw: x at [t - NH V, t)
 #pragma unroll
   for (int m = 0; m < NHA; ++m) hraw[m] = raw;
+#pragma unroll
+  for (int m = 0; m < NNA; ++m) nraw[m] = raw;
   if (live) {
     raw = ccv_ld16(xp + t);
-    dyr = ccv_ld16((const T*)P.dout + b * P.dout_s[0] + d * P.dout_s[1] + t);
+    dyr = ccv_ld16(yp + t);
+#pragma unroll
+    for (int m = 0; m < NN; ++m) {
+      const int p = t + (m + 1) * V;
+      if (p < L) nraw[m] = ccv_ld16(yp + p);
+    }
 #pragma unroll
     for (int m = 0; m < NH; ++m) {
       const int p = t - (NH - m) * V;
@@ -61,11 +72,19 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
 #pragma unroll
     for (int k = 0; k < W; ++k) z += w[k] * xw[NH * V + e - K + k];
     g[e] = valid ? act_grad(z, dy[e], SILU) : 0.f;
-    sg[tid * V + e] = g[e];
+    if (SILU) sg[tid * V + e] = g[e];
   }
-  __syncthreads();
+  if (SILU) {
+    __syncthreads();
 #pragma unroll
-  for (int k = 0; k < K; ++k) g[V + k] = live && t + V + k < L ? sg[tid * V + V + k] : 0.f;
+    for (int k = 0; k < K; ++k) g[V + k] = live && t + V + k < L ? sg[tid * V + V + k] : 0.f;
+  } else {
+    float dn[NNA * V];
+#pragma unroll
+    for (int m = 0; m < NN; ++m) Tr<T>::unpack(nraw[m], dn + m * V);
+#pragma unroll
+    for (int k = 0; k < K; ++k) g[V + k] = valid && t + V + k < L ? dn[k] : 0.f;
+  }
   float o[V], part[W + 1];
 #pragma unroll
   for (int k = 0; k <= W; ++k) part[k] = 0.f;

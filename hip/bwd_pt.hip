@@ -3,8 +3,8 @@
 // G = 2^rows_log2 >= B L/V consecutive threads, 128 / G channels a block. A thread issues the
 // loads of its x vector, of the vectors its window reaches before it, of its dout vector and of
 // its channel's weights before anything waits on memory; computes g = dout * act'(pre) of its V
-// tokens and shares them through shared memory (the K after its vector are the next threads');
-// stores V dx; and the group sums its dweight/dbias terms in a fixed order (shuffles, then shared
+// tokens (the K after its vector are the next threads': through shared memory with SiLU, else
+// dout's next vector); stores V dx; and the group sums its dweight/dbias terms in a fixed order (shuffles, then shared
 // memory across warps) for its first thread to store (CCV_F_DIRECT). One memory round trip, no
 // reduce launch: the tiled kernels spend several round trips and barriers on a problem that is
 // one wave of blocks, and a warp per channel (a chain of several vectors per lane) was slower

@@ -794,7 +794,7 @@ fn bwd_params(p: &BwdPlan) -> KParams {
 }
 
 /// Main backward geometry, or None when there is no token (no main kernel, no partials).
-/// `allow_pt`: small channel-first problems may take `bwd_pt` (`bwd_pt_fits`).
+/// `allow_pt`: small channel-first problems may take `bwd_pt` (`bwd_pt_rows_log2`).
 fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, allow_pt: bool) -> Result<Option<MainGeom>> {
     let inp = &p.inp;
     if inp.batch <= 0 || inp.dim <= 0 || inp.seqlen <= 0 {

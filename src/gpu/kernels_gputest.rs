@@ -972,6 +972,23 @@ fn gpu_fwd_cl_short_chunks() {
     });
 }
 
+/// A case of the `fwd_pt` / `bwd_pt` self-tests: shape `si` of the list at width w, with states at
+/// odd si + w (bf16 weights, a slot pool: initial states from W = 2 on, has_initial_state bool at
+/// W = 4 and 8, else int32), otherwise f32 weights. Bias absent, x's dtype or f32 in turn; SiLU at
+/// even widths.
+fn pt_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w: usize, seed: u64) -> ConvOpts {
+    let states = (si + w) % 2 == 1;
+    let mut o = big(dt, lay, b, d, l, w);
+    o.wdt = if states { DType::BF16 } else { DType::F32 };
+    o.bdt = [None, Some(dt), Some(DType::F32)][(si + w) % 3];
+    o.silu = w % 2 == 0;
+    o.seed = (si * 1000 + w * 10 + states as usize) as u64 + seed;
+    if states {
+        pool_states(&mut o, w > 1, w % 4 == 0);
+    }
+    o
+}
+
 /// Small channel-first forwards on `fwd_pt` (a vector per thread), each case also on the tiled
 /// kernels (check_fwd): every dtype and width, contiguous and padded rows, rows of one vector to
 /// past 128 vectors (several grid segments), bias absent, 16-bit or f32, and with states:
@@ -990,14 +1007,7 @@ fn gpu_fwd_pt() {
                 for (si, &(b, d, l)) in shapes.iter().enumerate() {
                     for w in 1..=8 {
                         let states = (si + w) % 2 == 1;
-                        let mut o = big(dt, lay, b, d, l, w);
-                        o.wdt = if states { DType::BF16 } else { DType::F32 };
-                        o.bdt = [None, Some(dt), Some(DType::F32)][(si + w) % 3];
-                        o.silu = w % 2 == 0;
-                        o.seed = (si * 1000 + w * 10 + states as usize) as u64;
-                        if states {
-                            pool_states(&mut o, w > 1, w % 4 == 0);
-                        }
+                        let o = pt_case(dt, lay, (b, d, l), si, w, 0);
                         let name = format!("fwd_pt {}", describe(&o));
                         run_case(&name, || {
                             let m = check_fwd(cu, &o, states && w > 1, false);
@@ -1031,14 +1041,7 @@ fn gpu_bwd_pt() {
                 for (si, &(b, d, l)) in shapes.iter().enumerate() {
                     for w in 1..=8 {
                         let states = (si + w) % 2 == 1;
-                        let mut o = big(dt, lay, b, d, l, w);
-                        o.wdt = if states { DType::BF16 } else { DType::F32 };
-                        o.bdt = [None, Some(dt), Some(DType::F32)][(si + w) % 3];
-                        o.silu = w % 2 == 0;
-                        o.seed = (si * 1000 + w * 10 + states as usize) as u64 + 7;
-                        if states {
-                            pool_states(&mut o, w > 1, w % 4 == 0);
-                        }
+                        let o = pt_case(dt, lay, (b, d, l), si, w, 7);
                         let dfinal = states && w > 1;
                         let name = format!("bwd_pt {} dfinal{}", describe(&o), dfinal as u8);
                         run_case(&name, || {

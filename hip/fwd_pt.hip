@@ -65,3 +65,52 @@ CCV_DEV void fwd_pt_body(const ccv_params& P) {
 }
 
 CCV_INSTANTIATE_W(fwd_pt)
+
+// ---------------------------------------------------------------------------------------------
+// The channel-last counterpart: ccv1d_fwd_clpt_*, one output element per thread. A thread issues
+// the loads of the W inputs its window reaches (the K before its own come from L1: other threads
+// loaded them) and of its channel's weights and bias before anything waits, then stores one
+// value. These problems are a wave or less of blocks with one warp per scheduler, so a thread's
+// instructions are the time: one channel a thread, as many threads as outputs. (16-byte vectors
+// of 8 channels a thread were 0.9 us slower than fwd_cl on the seeds' 16-bit shapes, 2 channels
+// a thread 0.2 us slower than one; docs/perf.md, session 21.) Consecutive threads take consecutive
+// channels of a token, so a warp's loads and stores are contiguous in channel-last x.
+// Grid: x = groups of 2^rows_log2 channels, y = groups of 128 >> rows_log2 tokens, z = batch row.
+template <typename T, int W>
+CCV_DEV void fwd_clpt_body(const ccv_params& P) {
+  constexpr int K = W - 1, LOG_NT = 7;
+  static_assert(CCV_NT_fwd_clpt == 1 << LOG_NT, "thread split assumes 128 threads");
+  // 32-bit channel and token indices: kernels.rs keeps dim and seqlen below 2^31 here
+  const int lg = P.rows_log2, tid = threadIdx.x;
+  const int d = (int)((blockIdx.x << lg) + (tid & ((1 << lg) - 1)));
+  const int t = (int)((blockIdx.y << (LOG_NT - lg)) + (tid >> lg));
+  const int b = blockIdx.z;
+  if (d >= P.dim || t >= P.seqlen) return;
+  const T* xp = (const T*)P.x + b * P.x_s[0] + d * P.x_s[1];
+  T raw[W];  // tokens [t - K, t]; raw bits until every load has gone out
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+    const int p = t - K + j;
+    raw[j] = p >= 0 ? xp[p * P.x_s[2]] : T();
+  }
+  WeightBits<W, 1> wb;
+  load_weight_bits<W, 1>(P, d, 1, wb);
+  const RowCtx rc = row_ctx(P, b);
+  float w[1][W], bias;
+  weights_from_bits_u<W, 1>(P, wb, w, &bias);
+  float win[W];
+#pragma unroll
+  for (int j = 0; j < W; ++j) win[j] = Tr<T>::to_f(raw[j]);
+  if (t < K) {  // the row start: the initial state (or 0) before it
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+      if (t - K + j < 0) win[j] = row_halo<T>(P, rc, d, t - K + j, K);
+  }
+  float acc = bias;
+#pragma unroll
+  for (int k = 0; k < W; ++k) acc += w[0][k] * win[k];
+  const float o = !rc.g.valid ? 0.f : (P.flags & CCV_F_SILU) ? act_f(acc, true) : acc;  // skipped row: 0
+  stf<T>(P.out, b * P.out_s[0] + d * P.out_s[1] + t * P.out_s[2], o);
+}
+
+CCV_INSTANTIATE_W(fwd_clpt)

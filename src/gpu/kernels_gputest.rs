@@ -211,6 +211,8 @@ enum Lay {
     Odd,
     /// misaligned base (2-element offset), otherwise contiguous channel-first
     CfMis,
+    /// channel-last rows of D + 1 elements from a 1-element offset: off the vector path
+    ClOdd,
 }
 
 fn strides_for(shape: [usize; 3], lay: Lay) -> ([i64; 3], usize) {
@@ -228,6 +230,7 @@ fn strides_for(shape: [usize; 3], lay: Lay) -> ([i64; 3], usize) {
         }
         Lay::Odd => ([b * c * 2 + 3, c * 2, 2], 3),
         Lay::CfMis => ([b * c, c, 1], 2),
+        Lay::ClOdd => ([c * (b + 1) + 1, 1, b + 1], 1),
     };
     let _ = a;
     (s, off)
@@ -554,9 +557,9 @@ fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
     let mut c = build_conv(cu, o);
     c.set_states_any(o.init || final_states);
     let mut msg = check_fwd_on(cu, &c, o.lay, final_states, alias, PT_DEFAULT);
-    // a small problem on fwd_pt: the tiled kernels too (their small-shape coverage), unless the
-    // first run's final states overwrote the pool it reads
-    if msg.contains("[ccv1d_fwd_pt_") && !alias {
+    // a small problem on fwd_pt / fwd_clpt: the tiled or streaming kernels too (their
+    // small-shape coverage), unless the first run's final states overwrote the pool it reads
+    if (msg.contains("[ccv1d_fwd_pt_") || msg.contains("[ccv1d_fwd_clpt_")) && !alias {
         msg += &format!("; tiled: {}", check_fwd_on(cu, &c, o.lay, final_states, false, 0));
     }
     for t in [&c.x, &c.weight] {
@@ -582,7 +585,7 @@ fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt
     if final_states {
         plan.final_states = Some(if alias { c.init.as_ref().unwrap().view() } else { fin.as_ref().unwrap().view() });
     }
-    let launches = if pt_max == PT_DEFAULT { fwd_launches(&plan, &cu.dev_info) } else { fwd_launches_pt(&plan, &cu.dev_info, pt_max) }.unwrap();
+    let launches = if pt_max == PT_DEFAULT { fwd_launches(&plan, &cu.dev_info) } else { fwd_launches_pt(&plan, &cu.dev_info, Some(pt_max)) }.unwrap();
     cu.run(&launches);
 
     // reference
@@ -1012,6 +1015,37 @@ fn gpu_fwd_pt() {
                         run_case(&name, || {
                             let m = check_fwd(cu, &o, states && w > 1, false);
                             assert!(m.contains(&format!("[ccv1d_fwd_pt_{}_w{w}", dt_name(dt))), "not on fwd_pt: {m}");
+                            m
+                        });
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Small channel-last forwards on `fwd_clpt` (an element per thread), each case also on the
+/// streaming kernels (check_fwd): every dtype and width, contiguous, padded and misaligned rows,
+/// 5 to 1040 channels (several blocks across), rows shorter than the window, 130 tokens (several
+/// blocks along L), weights as whole rows or padded, bias absent, 16-bit or f32, and the states
+/// of `pt_case`. Each case must run on it.
+#[test]
+#[ignore]
+fn gpu_fwd_clpt() {
+    with_gpu(|cu| {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let v = 16 / dt.size();
+            for lay in [Lay::Cl, Lay::ClPad, Lay::ClOdd] {
+                let shapes = [(1, 32, 64), (2, 64, 256), (3, 5, 5), (2, 130 * v, 3), (1, v, 130)];
+                for (si, &(b, d, l)) in shapes.iter().enumerate() {
+                    for w in 1..=8 {
+                        let states = (si + w) % 2 == 1;
+                        let mut o = pt_case(dt, lay, (b, d, l), si, w, 0);
+                        o.w_rows = (si + w) % 3 != 0;
+                        let name = format!("fwd_clpt {}", describe(&o));
+                        run_case(&name, || {
+                            let m = check_fwd(cu, &o, states && w > 1, false);
+                            assert!(m.contains(&format!("[ccv1d_fwd_clpt_{}_w{w}", dt_name(dt))), "not on fwd_clpt: {m}");
                             m
                         });
                     }

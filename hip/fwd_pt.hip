@@ -6,9 +6,8 @@
 // (seeds' Tiny and Small; H100 numbers in docs/perf.md, session 16). kernels.rs
 // (`fwd_pt_launch`) picks it for small problems of simple rows (rows mode, no seq_idx) on the
 // vector path with L a multiple of V; initial states, state indices and skipped rows are handled
-// here, final states by the states launch as elsewhere. (A channel-last version, V or 4 channels
-// of a token per thread, was slower than fwd_cl's on the seeds' shapes: the thread's weights grow
-// with its channels.)
+// here, final states by the states launch as elsewhere. The smallest problems (either layout) go
+// to ccv1d_fwd_pe_* below, one output element per thread.
 // Grid: x = groups of channels, y = segments of a row's vectors, z = batch row; thread = (channel
 // d, vector i of tokens [V i, V i + V)), 2^rows_log2 vectors of a row per channel (rows_log2 <= 7)
 // and 128 >> rows_log2 channels per block. Neighbouring threads read each other's vectors for the
@@ -67,23 +66,27 @@ CCV_DEV void fwd_pt_body(const ccv_params& P) {
 CCV_INSTANTIATE_W(fwd_pt)
 
 // ---------------------------------------------------------------------------------------------
-// The channel-last counterpart: ccv1d_fwd_clpt_*, one output element per thread. A thread issues
-// the loads of the W inputs its window reaches (the K before its own come from L1: other threads
-// loaded them) and of its channel's weights and bias before anything waits, then stores one
-// value. These problems are a wave or less of blocks with one warp per scheduler, so a thread's
-// instructions are the time: one channel a thread, as many threads as outputs. (16-byte vectors
-// of 8 channels a thread were 0.9 us slower than fwd_cl on the seeds' 16-bit shapes, 2 channels
-// a thread 0.2 us slower than one; docs/perf.md, session 21.) Consecutive threads take consecutive
-// channels of a token, so a warp's loads and stores are contiguous in channel-last x.
-// Grid: x = groups of 2^rows_log2 channels, y = groups of 128 >> rows_log2 tokens, z = batch row.
+// The smallest problems of either layout: ccv1d_fwd_pe_*, one output element per thread. A thread
+// issues the loads of the W inputs its window reaches (the K before its own come from L1: other
+// threads loaded them) and of its channel's weights and bias before anything waits, then stores
+// one value. These problems are a wave or less of blocks with one warp per scheduler, so a
+// thread's instructions are the time: one output a thread, as many threads as outputs.
+// (Channel-last: 16-byte vectors of 8 channels a thread were 0.9 us slower than fwd_cl on the
+// seeds' 16-bit shapes, 2 channels a thread 0.2 us slower than one; docs/perf.md, session 21.)
+// Consecutive threads take consecutive channels of a token (channel-last x) or consecutive tokens
+// of a channel (CCV_F_PE_TOKENS, channel-first x), so a warp's accesses are contiguous.
+// Grid: x = groups of 2^rows_log2 along that fast dimension, y = groups of 128 >> rows_log2 along
+// the other, z = batch row.
 template <typename T, int W>
-CCV_DEV void fwd_clpt_body(const ccv_params& P) {
+CCV_DEV void fwd_pe_body(const ccv_params& P) {
   constexpr int K = W - 1, LOG_NT = 7;
-  static_assert(CCV_NT_fwd_clpt == 1 << LOG_NT, "thread split assumes 128 threads");
+  static_assert(CCV_NT_fwd_pe == 1 << LOG_NT, "thread split assumes 128 threads");
   // 32-bit channel and token indices: kernels.rs keeps dim and seqlen below 2^31 here
   const int lg = P.rows_log2, tid = threadIdx.x;
-  const int d = (int)((blockIdx.x << lg) + (tid & ((1 << lg) - 1)));
-  const int t = (int)((blockIdx.y << (LOG_NT - lg)) + (tid >> lg));
+  const int fast = (int)((blockIdx.x << lg) + (tid & ((1 << lg) - 1)));
+  const int slow = (int)((blockIdx.y << (LOG_NT - lg)) + (tid >> lg));
+  const bool tok = P.flags & CCV_F_PE_TOKENS;
+  const int d = tok ? slow : fast, t = tok ? fast : slow;
   const int b = blockIdx.z;
   if (d >= P.dim || t >= P.seqlen) return;
   const T* xp = (const T*)P.x + b * P.x_s[0] + d * P.x_s[1];
@@ -113,4 +116,4 @@ CCV_DEV void fwd_clpt_body(const ccv_params& P) {
   stf<T>(P.out, b * P.out_s[0] + d * P.out_s[1] + t * P.out_s[2], o);
 }
 
-CCV_INSTANTIATE_W(fwd_clpt)
+CCV_INSTANTIATE_W(fwd_pe)

@@ -3,7 +3,7 @@
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
 //                                      fwd_cl, fwd_clw (simple channel-last rows through per-warp rings
 //                                      of 16-byte copies), fwd_pt (small channel-first problems, a vector per thread),
-//                                      fwd_clpt (small channel-last problems, an element per thread),
+//                                      fwd_pe (the smallest problems of either layout, an element per thread),
 //                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
 //                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
@@ -13,7 +13,7 @@
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
-//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_clpt
+//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_pe
 //   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
 //   bwd_slab.hip: bwd_slab   bwd_pt.hip: bwd_pt
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
@@ -47,7 +47,7 @@
 #define CCV_NT_fwd_cl 128
 #define CCV_NT_fwd_clw 128
 #define CCV_NT_fwd_pt 128
-#define CCV_NT_fwd_clpt 128
+#define CCV_NT_fwd_pe 128
 #define CCV_NT_bwd_cf 128
 #define CCV_NT_bwd_cfs 128
 #define CCV_NT_bwd_cfw 128
@@ -123,14 +123,14 @@
 #ifndef CCV_LB_fwd_pt_bf16
 #define CCV_LB_fwd_pt_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_pt)
 #endif
-#ifndef CCV_LB_fwd_clpt_f32
-#define CCV_LB_fwd_clpt_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_clpt)
+#ifndef CCV_LB_fwd_pe_f32
+#define CCV_LB_fwd_pe_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_pe)
 #endif
-#ifndef CCV_LB_fwd_clpt_f16
-#define CCV_LB_fwd_clpt_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_clpt)
+#ifndef CCV_LB_fwd_pe_f16
+#define CCV_LB_fwd_pe_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_pe)
 #endif
-#ifndef CCV_LB_fwd_clpt_bf16
-#define CCV_LB_fwd_clpt_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_clpt)
+#ifndef CCV_LB_fwd_pe_bf16
+#define CCV_LB_fwd_pe_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_pe)
 #endif
 #ifndef CCV_LB_fwd_cl_f32
 #define CCV_LB_fwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)

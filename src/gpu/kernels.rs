@@ -57,6 +57,7 @@ pub const F_DIRECT: i32 = 1 << 14;
 pub const F_STEP_PM: i32 = 1 << 15;
 pub const F_CL_BURST: i32 = 1 << 16;
 pub const F_W_ROWS: i32 = 1 << 17;
+pub const F_PE_TOKENS: i32 = 1 << 18;
 
 /// The kernels' single argument. Field for field `struct ccv_params` of `hip/kparams.h`
 /// (592 bytes; both sides assert the size and a few offsets).
@@ -210,7 +211,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_clpt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "bwd_pt", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "bwd_pt", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -658,13 +659,13 @@ fn split_short_rows(km: &mut KParams, inp: &ConvInputs, g: &MainGeom) -> bool {
 
 /// Launches of a forward call, in order.
 pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
-    fwd_launches_pt(p, dev, None)
+    fwd_launches_pt(p, dev, None, None)
 }
 
-/// `fwd_launches` with `fwd_pt` / `fwd_clpt` taking problems of at most `pt_max` vectors
-/// (`Some(0)`: the tiled and streaming kernels only; tests reach them on small problems this way;
-/// None: the library's limits, `pt_max_vectors` / `CLPT_MAX_ELEMS` or their knobs).
-pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>) -> Result<Vec<Launch>> {
+/// `fwd_launches` with `fwd_pt` taking problems of at most `pt_max` vectors and `fwd_pe` of at
+/// most `pe_max` elements (`Some(0)`: never; tests reach the other kernels on small problems this
+/// way; None: the library's limits, `pt_max_vectors` / `pe_max_elems` or their knobs).
+pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_max: Option<i64>) -> Result<Vec<Launch>> {
     let inp = &p.inp;
     check_width(inp.width)?;
     let mut k = conv_params(inp);
@@ -682,9 +683,9 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>) -> Re
         let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
-        let pt = fwd_pt_launch(p, layout, vec, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(dt))));
-        let clpt = || fwd_clpt_launch(p, layout, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdClpt).unwrap_or(CLPT_MAX_ELEMS)));
-        if let Some(l) = pt.or_else(clpt) {
+        let pe = fwd_pe_launch(p, layout, &k, pe_max.unwrap_or_else(|| knob(Knob::FwdPe).unwrap_or_else(|| pe_max_elems(dt, layout))));
+        let pt = || fwd_pt_launch(p, layout, vec, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(dt))));
+        if let Some(l) = pe.or_else(pt) {
             v.push(l);
         } else {
             let clw = layout == Layout::ChannelLast && vec && fwd_clw(p);
@@ -771,33 +772,50 @@ fn fwd_pt_launch(p: &FwdPlan, layout: Layout, vec: bool, k: &KParams, pt_max: i6
     Some(l)
 }
 
-/// Most elements of x (threads) of a channel-last forward on `fwd_clpt`. Measured on the H100
-/// (docs/perf.md, session 21): it is faster than `fwd_cl` up to here. `CCV1D_FWD_CLPT`
-/// overrides it (0: never).
-const CLPT_MAX_ELEMS: i64 = 1 << 17;
+/// Most elements of x (threads) of a forward on `fwd_pe`. Measured on the H100 (docs/perf.md,
+/// session 21; seeds' rows, µs, against the kernels it replaces):
+/// - channel-last, every dtype, against `fwd_cl`: faster up to 2^17 (Tiny 1.7 against 2.2-2.3,
+///   4x64x512 2.4-2.5 against 2.6-2.7), slower past it (4x64x1024 3.7 against 2.8-3.1);
+/// - channel-first f32 / f16, against `fwd_pt`: faster or equal up to 2^15 (Small 2x64x256 2.0 /
+///   2.0 against 2.2 / 2.1), slower at 2^17 (4x64x512 2.6 against 2.5 / 2.4);
+/// - channel-first bf16: `fwd_pt` is as fast or faster everywhere (Tiny 1.8 against 1.9).
+/// `CCV1D_FWD_PE` sets one limit for all (0: never).
+fn pe_max_elems(dt: DType, layout: Layout) -> i64 {
+    match (layout, dt) {
+        (Layout::ChannelLast, _) => 1 << 17,
+        (Layout::ChannelFirst, DType::BF16) => 0,
+        (Layout::ChannelFirst, _) => 1 << 15,
+    }
+}
 
-/// The small-problem channel-last forward (`ccv1d_fwd_clpt_*`, one output element per thread):
-/// simple rows (rows mode, no seq_idx) of channel-last x (any strides), at most `max` elements.
-/// Grid: x = groups of 2^lg channels, y = groups of 128 >> lg tokens, z = batch rows
+/// The smallest forwards (`ccv1d_fwd_pe_*`, one output element per thread): simple rows (rows
+/// mode, no seq_idx) of either layout, any strides, at most `max` elements. Consecutive threads
+/// take consecutive channels (channel-last) or tokens (channel-first, `F_PE_TOKENS`). Grid: x =
+/// groups of 2^lg along that dimension, y = groups of 128 >> lg along the other, z = batch rows
 /// (hip/fwd_pt.hip).
-fn fwd_clpt_launch(p: &FwdPlan, layout: Layout, k: &KParams, max: i64) -> Option<Launch> {
+fn fwd_pe_launch(p: &FwdPlan, layout: Layout, k: &KParams, max: i64) -> Option<Launch> {
     let inp = &p.inp;
-    if layout != Layout::ChannelLast || k.flags & (F_SEQ_IDX | F_PACKED) != 0 {
+    if k.flags & (F_SEQ_IDX | F_PACKED) != 0 {
         return None;
     }
     let n = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen);
     if n > max || inp.dim > i32::MAX as i64 || inp.seqlen > i32::MAX as i64 {
         return None;
     }
-    let lg = (inp.dim.min(NT as i64) as u64).next_power_of_two().trailing_zeros() as i64;
-    let (gx, gy) = (ceil_div(inp.dim, 1 << lg), ceil_div(inp.seqlen, NT as i64 >> lg));
+    let tokens = layout == Layout::ChannelFirst;
+    let (fast, slow) = if tokens { (inp.seqlen, inp.dim) } else { (inp.dim, inp.seqlen) };
+    let lg = (fast.min(NT as i64) as u64).next_power_of_two().trailing_zeros() as i64;
+    let (gx, gy) = (ceil_div(fast, 1 << lg), ceil_div(slow, NT as i64 >> lg));
     if gx > MAX_GRID_X || gy > MAX_GRID_Y || inp.batch > MAX_GRID_Y {
         return None;
     }
     let mut kp = *k;
     kp.rows_log2 = lg as i32;
     kp.n_blocks = gx * gy * inp.batch;
-    let mut l = launch(format!("ccv1d_fwd_clpt_{}_w{}", dt_name(inp.x.dtype), inp.width), kp.n_blocks, NT, &kp);
+    if tokens {
+        kp.flags |= F_PE_TOKENS;
+    }
+    let mut l = launch(format!("ccv1d_fwd_pe_{}_w{}", dt_name(inp.x.dtype), inp.width), kp.n_blocks, NT, &kp);
     l.grid = [gx as u32, gy as u32, inp.batch as u32];
     Some(l)
 }
@@ -1348,8 +1366,8 @@ enum Knob {
     ClFwd,
     /// `CCV1D_BWD_PT`: 0 = the small channel-first backward never on `bwd_pt`.
     BwdPt,
-    /// `CCV1D_FWD_CLPT`: most elements of x of a channel-last forward on `fwd_clpt` (0: never).
-    FwdClpt,
+    /// `CCV1D_FWD_PE`: most elements of x of a forward on `fwd_pe` (0: never).
+    FwdPe,
 }
 
 fn knob(k: Knob) -> Option<i64> {
@@ -1365,9 +1383,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::ClBwd => "CCV1D_CL_BWD",
         Knob::ClFwd => "CCV1D_CL_FWD",
         Knob::BwdPt => "CCV1D_BWD_PT",
-        Knob::FwdClpt => "CCV1D_FWD_CLPT",
+        Knob::FwdPe => "CCV1D_FWD_PE",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdClpt) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1455,6 +1473,7 @@ mod tests {
             ("CCV_F_STEP_PM", F_STEP_PM),
             ("CCV_F_CL_BURST", F_CL_BURST),
             ("CCV_F_W_ROWS", F_W_ROWS),
+            ("CCV_F_PE_TOKENS", F_PE_TOKENS),
 
             ("CCV_DT_F32", DT_F32), ("CCV_DT_F16", DT_F16), ("CCV_DT_BF16", DT_BF16),
         ];
@@ -1469,7 +1488,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_clpt", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1579,7 +1598,7 @@ mod tests {
     #[test]
     fn fwd_clw_choice() {
         let family_on = |dt: DType, b: i64, d: i64, l: i64, w: i64, dpad: i64| {
-            let v = fwd_launches_pt(&fwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad])), &h100(), Some(0)).unwrap();
+            let v = fwd_launches_pt(&fwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad])), &h100(), Some(0), Some(0)).unwrap();
             let k = params_of(&v[0]);
             if v[0].kernel.contains("_clw_") {
                 check_clw_geometry(&v[0], b, d, l);
@@ -1641,7 +1660,7 @@ mod tests {
         for (b, d, l) in [(4, 5376, 4096), (4, 256, 4096), (1, 1, 1), (2, 3, 5000), (1, 64, 1 << 20)] {
             for dt in [DType::F32, DType::F16, DType::BF16] {
                 let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
-                let v = fwd_launches_pt(&p, &h100(), Some(0)).unwrap();
+                let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
                 assert_eq!(v.len(), 1);
                 // warp spans at W = 4: 16-bit rows of at most half a tile (1024 tokens) and at
                 // least one span (512), 2^22 elements and up: none of these shapes
@@ -1671,14 +1690,14 @@ mod tests {
         }
         // the small shape of DESIGN.md is split into one-tile blocks (2 per row)
         let p = fwd_plan(inputs(DType::BF16, 4, 256, 4096, 4, cf(4, 256, 4096)));
-        let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0]);
+        let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
         // 16-bit rows of one or two warp spans in a problem of 2^22 elements and up: warp spans,
         // several batch rows of a channel per block (4x4096x512: all 4, 4096 blocks); and at
         // W >= 6 on long rows
         for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 4, 4096), (DType::BF16, 4, 5376, 4096, 6, 2, 10752)] {
             let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
-            let v = fwd_launches_pt(&p, &h100(), Some(0)).unwrap();
+            let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
             let k = params_of(&v[0]);
             assert_eq!(v[0].kernel, format!("ccv1d_fwd_cfw_{}_w{w}", dt.name()));
             assert_eq!((k.brows as i64, k.n_chunks, k.n_blocks), (brows, 1, blocks), "{dt:?} {b}x{d}x{l}");
@@ -1686,14 +1705,15 @@ mod tests {
         // short rows: several (batch, channel) rows per block, at least 16 threads per row
         for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 256, 3, 2048), (DType::F32, 4, 4096, 512, 1, 8192), (DType::BF16, 4, 256, 512, 2, 256), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {
             let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
-            let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0]);
+            let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
             assert_eq!((k.rows_log2, k.n_chunks, k.n_blocks), (rl, 1, blocks), "{dt:?} {b}x{d}x{l}");
-            assert_eq!(fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0].kernel, format!("ccv1d_fwd_cfs_{}_w4", dt.name()));
+            assert_eq!(fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0].kernel, format!("ccv1d_fwd_cfs_{}_w4", dt.name()));
         }
     }
 
     #[test]
     fn fwd_pt_choice() {
+        // (fwd_pe off: it takes the smallest problems first, fwd_pe_choice)
         // (dtype, b, d, l) -> (rows_log2, grid): a vector per thread, 2^rows_log2 vectors of a
         // row per channel, 128 >> rows_log2 channels a block
         for (dt, b, d, l, lg, grid) in [
@@ -1704,22 +1724,22 @@ mod tests {
             (DType::BF16, 2, 5, 8, 0, [1, 1, 2]),      // one vector a row
         ] {
             let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
-            let v = fwd_launches(&p, &h100()).unwrap();
+            let v = fwd_launches_pt(&p, &h100(), None, Some(0)).unwrap();
             assert_eq!(v.len(), 1);
             assert_eq!(v[0].kernel, format!("ccv1d_fwd_pt_{}_w4", dt.name()));
             let k = params_of(&v[0]);
             assert_eq!((k.rows_log2, v[0].grid), (lg, grid), "{dt:?} {b}x{d}x{l}");
             assert_eq!(k.n_blocks, grid.iter().map(|&g| g as i64).product::<i64>());
-            assert!(!fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0].kernel.contains("_pt_"), "0: the tiled kernels");
+            assert!(!fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0].kernel.contains("_pt_"), "0: the tiled kernels");
         }
         // final states: the states launch after it
         let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
         p.final_states = Some(view(0x7000_0000, DType::F32, [96, 3, 1]));
-        let names: Vec<_> = fwd_launches(&p, &h100()).unwrap().into_iter().map(|l| l.kernel).collect();
+        let names: Vec<_> = fwd_launches_pt(&p, &h100(), None, Some(0)).unwrap().into_iter().map(|l| l.kernel).collect();
         assert_eq!(names, ["ccv1d_fwd_pt_f32_w4", "ccv1d_fwd_states_f32"]);
         // not taken: channel-last, seq_idx, partial vectors, the scalar path, past
         // pt_max_vectors, or the batch past the grid's z
-        let tiled = |p: &FwdPlan| !fwd_launches(p, &h100()).unwrap()[0].kernel.contains("_pt_");
+        let tiled = |p: &FwdPlan| !fwd_launches_pt(p, &h100(), None, Some(0)).unwrap()[0].kernel.contains("_pt_");
         assert!(tiled(&fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, cl(1, 32, 64)))));
         let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
         p.inp.seq_idx = Some(IdxView { addr: 0x9000, stride: [64, 1], elem_bytes: 4 });
@@ -1743,41 +1763,50 @@ mod tests {
     }
 
     #[test]
-    fn fwd_clpt_choice() {
-        // (dtype, b, d, l) -> (rows_log2, grid): a channel of a token per thread, 2^rows_log2
-        // channels and 128 >> rows_log2 tokens a block
-        for (dt, b, d, l, lg, grid) in [
-            (DType::F32, 1, 32, 64, 5, [1, 16, 1]),    // seeds' Tiny
-            (DType::BF16, 2, 64, 256, 6, [1, 128, 2]), // seeds' Small
-            (DType::F32, 2, 1024, 64, 7, [8, 64, 2]),  // 1024 channels: 8 blocks across
-            (DType::F16, 3, 24, 5, 5, [1, 2, 3]),      // 24 channels, partial blocks
+    fn fwd_pe_choice() {
+        // (dtype, layout, b, d, l) -> (rows_log2, grid): an output element per thread, 2^rows_log2
+        // channels (channel-last) or tokens (channel-first) and 128 >> rows_log2 of the other a block
+        for (dt, lay_cl, b, d, l, lg, grid) in [
+            (DType::F32, true, 1, 32, 64, 5, [1, 16, 1]),    // seeds' Tiny
+            (DType::BF16, true, 2, 64, 256, 6, [1, 128, 2]), // seeds' Small
+            (DType::F32, true, 2, 1024, 64, 7, [8, 64, 2]),  // 1024 channels: 8 blocks across
+            (DType::F16, true, 3, 24, 5, 5, [1, 2, 3]),      // 24 channels, partial blocks
+            (DType::F32, false, 1, 32, 64, 6, [1, 16, 1]),   // channel-first: tokens across
+            (DType::F16, false, 2, 64, 256, 7, [2, 64, 2]),
+            (DType::F32, false, 3, 5, 24, 5, [1, 2, 3]),
         ] {
-            let p = fwd_plan(inputs(dt, b, d, l, 4, cl(b, d, l)));
+            let p = fwd_plan(inputs(dt, b, d, l, 4, if lay_cl { cl(b, d, l) } else { cf(b, d, l) }));
             let v = fwd_launches(&p, &h100()).unwrap();
             assert_eq!(v.len(), 1);
-            assert_eq!(v[0].kernel, format!("ccv1d_fwd_clpt_{}_w4", dt.name()));
+            assert_eq!(v[0].kernel, format!("ccv1d_fwd_pe_{}_w4", dt.name()));
             let k = params_of(&v[0]);
             assert_eq!((k.rows_log2, v[0].grid), (lg, grid), "{dt:?} {b}x{d}x{l}");
             assert_eq!(k.n_blocks, grid.iter().map(|&g| g as i64).product::<i64>());
-            assert!(!fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0].kernel.contains("clpt"), "0: fwd_cl");
+            assert_eq!(k.flags & F_PE_TOKENS != 0, !lay_cl);
+            assert!(!fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0].kernel.contains("_pe_"), "0: never");
         }
         // final states: the states launch after it
         let mut p = fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, cl(1, 32, 64)));
         p.final_states = Some(view(0x7000_0000, DType::BF16, [96, 3, 1]));
         let names: Vec<_> = fwd_launches(&p, &h100()).unwrap().into_iter().map(|l| l.kernel).collect();
-        assert_eq!(names, ["ccv1d_fwd_clpt_bf16_w4", "ccv1d_fwd_states_bf16"]);
-        // padded rows off the vector path too; not taken: channel-first, seq_idx, past
-        // CLPT_MAX_ELEMS
-        let streaming = |p: &FwdPlan| !fwd_launches(p, &h100()).unwrap()[0].kernel.contains("clpt");
-        assert!(streaming(&fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, cf(1, 32, 64)))));
+        assert_eq!(names, ["ccv1d_fwd_pe_bf16_w4", "ccv1d_fwd_states_bf16"]);
+        // padded rows off the vector path too; not taken: seq_idx, past pe_max_elems,
+        // channel-first bf16
+        let other = |p: &FwdPlan| !fwd_launches(p, &h100()).unwrap()[0].kernel.contains("_pe_");
+        assert!(other(&fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, cf(1, 32, 64)))));
         let mut p = fwd_plan(inputs(DType::F32, 1, 32, 64, 4, cl(1, 32, 64)));
         p.inp.seq_idx = Some(IdxView { addr: 0x9000, stride: [64, 1], elem_bytes: 4 });
-        assert!(streaming(&p));
-        assert!(!streaming(&fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, [64 * 37, 1, 37]))));
+        assert!(other(&p));
+        assert!(!other(&fwd_plan(inputs(DType::BF16, 1, 32, 64, 4, [64 * 37, 1, 37]))));
+        assert!(!other(&fwd_plan(inputs(DType::F16, 1, 32, 66, 4, [66 * 33, 66, 1]))));
         for dt in [DType::F32, DType::F16, DType::BF16] {
-            let (d, l) = (64, CLPT_MAX_ELEMS / 64);
-            assert!(!streaming(&fwd_plan(inputs(dt, 1, d, l, 4, cl(1, d, l)))), "{dt:?}");
-            assert!(streaming(&fwd_plan(inputs(dt, 1, d, l + 1, 4, cl(1, d, l + 1)))), "{dt:?}");
+            for lay in [Layout::ChannelLast, Layout::ChannelFirst] {
+                let (d, most) = (64, pe_max_elems(dt, lay));
+                let st = |l| if lay == Layout::ChannelLast { cl(1, d, l) } else { cf(1, d, l) };
+                let l = most / d;
+                assert!(most == 0 || !other(&fwd_plan(inputs(dt, 1, d, l, 4, st(l)))), "{dt:?}");
+                assert!(other(&fwd_plan(inputs(dt, 1, d, l + 8, 4, st(l + 8)))), "{dt:?}");
+            }
         }
     }
 
@@ -1785,7 +1814,7 @@ mod tests {
     fn fwd_channel_last_geometry() {
         for (b, d, l) in [(4, 5376, 4096), (8, 2048, 1024), (1, 100, 3), (2, 8, 1)] {
             let p = fwd_plan(inputs(DType::BF16, b, d, l, 3, cl(b, d, l)));
-            let v = fwd_launches_pt(&p, &mi300(), Some(0)).unwrap();
+            let v = fwd_launches_pt(&p, &mi300(), Some(0), Some(0)).unwrap();
             assert_eq!(v[0].kernel, "ccv1d_fwd_cl_bf16_w3");
             check_grid(&v[0]);
             let k = params_of(&v[0]);
@@ -1842,28 +1871,28 @@ mod tests {
 
         // misaligned base or odd row stride → scalar path, same kernel
         let mut p = fwd_plan(inputs(DType::BF16, 2, 16, 1000, 4, cf(2, 16, 1000)));
-        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0]).flags & F_VEC, 0);
+        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]).flags & F_VEC, 0);
         p.inp.x.addr += 2;
-        assert_eq!(params_of(&fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0]).flags & F_VEC, 0);
+        assert_eq!(params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]).flags & F_VEC, 0);
         let mut p = fwd_plan(inputs(DType::BF16, 2, 16, 1001, 4, cf(2, 16, 1001)));
-        assert_eq!(params_of(&fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0]).flags & F_VEC, 0);
+        assert_eq!(params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]).flags & F_VEC, 0);
         p.out.stride = [16 * 1008, 1008, 1];
         p.inp.x.stride = [16 * 1008, 1008, 1]; // a slice of a wider, 16-byte-aligned buffer
-        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0]).flags & F_VEC, 0);
+        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]).flags & F_VEC, 0);
         let mut p = fwd_plan(inputs(DType::F32, 2, 16, 64, 4, [16 * 64 * 2, 64 * 2, 2])); // L-stride 2
-        let l = &fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0];
+        let l = &fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0];
         assert_eq!(l.kernel, "ccv1d_fwd_cfs_f32_w4", "L = 64: short rows");
         assert_eq!(params_of(l).flags & F_VEC, 0);
         p.inp.x.stride = [-16 * 64, 64, 1]; // negative strides are fine
         p.out.stride = [16 * 64, 64, 1];
-        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), Some(0)).unwrap()[0]).flags & F_VEC, 0);
+        assert_ne!(params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]).flags & F_VEC, 0);
     }
 
     #[test]
     fn fwd_states_and_empty_shapes() {
         let mut p = fwd_plan(inputs(DType::F16, 3, 40, 0, 4, cf(3, 40, 0)));
         p.final_states = Some(view(0x5000_0000, DType::F16, [40 * 3, 3, 1]));
-        let v = fwd_launches_pt(&p, &h100(), Some(0)).unwrap();
+        let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
         assert_eq!(v.len(), 1, "L = 0: only the states kernel");
         assert_eq!(v[0].kernel, "ccv1d_fwd_states_f16");
         let k = params_of(&v[0]);
@@ -1872,15 +1901,15 @@ mod tests {
         check_grid(&v[0]);
 
         p.inp.seqlen = 10;
-        let v = fwd_launches_pt(&p, &h100(), Some(0)).unwrap();
+        let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
         assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_fwd_cfs_f16_w4", "ccv1d_fwd_states_f16"]);
 
         p.inp.width = 1; // no state
-        assert_eq!(fwd_launches_pt(&p, &h100(), Some(0)).unwrap().len(), 1);
+        assert_eq!(fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap().len(), 1);
         p.inp.batch = 0;
-        assert!(fwd_launches_pt(&p, &h100(), Some(0)).unwrap().is_empty());
+        assert!(fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap().is_empty());
         p.inp.width = 9;
-        assert_eq!(fwd_launches_pt(&p, &h100(), Some(0)).unwrap_err().status, CCV1D_ERR_WIDTH);
+        assert_eq!(fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap_err().status, CCV1D_ERR_WIDTH);
     }
 
     #[test]
@@ -1895,7 +1924,7 @@ mod tests {
         inp.initial_states = Some(view(0x6300_0000, DType::BF16, [64 * 3, 3, 1]));
         let mut p = fwd_plan(inp);
         p.final_states = p.inp.initial_states; // the same pool
-        let v = fwd_launches_pt(&p, &h100(), Some(0)).unwrap();
+        let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
         assert_eq!(v.len(), 2);
         let (k0, k1) = (params_of(&v[0]), params_of(&v[1]));
         for k in [&k0, &k1] {

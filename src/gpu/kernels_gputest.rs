@@ -554,13 +554,23 @@ fn conv_inputs(c: &Conv) -> ConvInputs {
 // ------------------------------------------------------------------ forward
 
 fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
+    check_fwd_with(cu, o, final_states, alias, None)
+}
+
+/// check_fwd with `fwd_pe` taking problems of at most `pe_max` elements (None: the library's
+/// choice).
+fn check_fwd_with(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool, pe_max: Option<i64>) -> String {
     let mut c = build_conv(cu, o);
     c.set_states_any(o.init || final_states);
-    let mut msg = check_fwd_on(cu, &c, o.lay, final_states, alias, PT_DEFAULT);
-    // a small problem on fwd_pt / fwd_clpt: the tiled or streaming kernels too (their
-    // small-shape coverage), unless the first run's final states overwrote the pool it reads
-    if (msg.contains("[ccv1d_fwd_pt_") || msg.contains("[ccv1d_fwd_clpt_")) && !alias {
-        msg += &format!("; tiled: {}", check_fwd_on(cu, &c, o.lay, final_states, false, 0));
+    let mut msg = check_fwd_on(cu, &c, o.lay, final_states, alias, None, pe_max);
+    // a small problem on fwd_pe: fwd_pt or the tiled / streaming kernels too, and one on fwd_pt:
+    // the tiled kernels too (their small-shape coverage), unless the first run's final states
+    // overwrote the pool it reads
+    if msg.contains("[ccv1d_fwd_pe_") && !alias {
+        msg += &format!("; without fwd_pe: {}", check_fwd_on(cu, &c, o.lay, final_states, false, None, Some(0)));
+    }
+    if msg.contains("[ccv1d_fwd_pt_") && !alias {
+        msg += &format!("; tiled: {}", check_fwd_on(cu, &c, o.lay, final_states, false, Some(0), Some(0)));
     }
     for t in [&c.x, &c.weight] {
         t.free(cu);
@@ -568,10 +578,9 @@ fn check_fwd(cu: &Cu, o: &ConvOpts, final_states: bool, alias: bool) -> String {
     msg
 }
 
-/// `pt_max` of check_fwd_on: the library's choice (`pt_max_vectors` or CCV1D_FWD_PT).
-const PT_DEFAULT: i64 = -1;
-
-fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt_max: i64) -> String {
+/// `pt_max` / `pe_max` of check_fwd_on: None is the library's choice (`pt_max_vectors`,
+/// `pe_max_elems` or their knobs), Some(0) never.
+fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt_max: Option<i64>, pe_max: Option<i64>) -> String {
     let k = c.k();
     let (st, off) = strides_for([c.b, c.d, c.l], lay);
     let out = T3::new(cu, c.dt, [c.b, c.d, c.l], st, off, nan);
@@ -585,7 +594,7 @@ fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt
     if final_states {
         plan.final_states = Some(if alias { c.init.as_ref().unwrap().view() } else { fin.as_ref().unwrap().view() });
     }
-    let launches = if pt_max == PT_DEFAULT { fwd_launches(&plan, &cu.dev_info) } else { fwd_launches_pt(&plan, &cu.dev_info, Some(pt_max)) }.unwrap();
+    let launches = fwd_launches_pt(&plan, &cu.dev_info, pt_max, pe_max).unwrap();
     cu.run(&launches);
 
     // reference
@@ -1024,28 +1033,28 @@ fn gpu_fwd_pt() {
     });
 }
 
-/// Small channel-last forwards on `fwd_clpt` (an element per thread), each case also on the
-/// streaming kernels (check_fwd): every dtype and width, contiguous, padded and misaligned rows,
-/// 5 to 1040 channels (several blocks across), rows shorter than the window, 130 tokens (several
-/// blocks along L), weights as whole rows or padded, bias absent, 16-bit or f32, and the states
-/// of `pt_case`. Each case must run on it.
+/// The smallest forwards on `fwd_pe` (an element per thread; up to 2^17 elements here, past the
+/// library's channel-first limits), each case also without it (check_fwd): every dtype and width; channel-last contiguous, padded and misaligned rows and
+/// channel-first contiguous, padded and misaligned ones; 5 to 1040 channels and 3 to 1040
+/// tokens (several blocks either way), rows shorter than the window; weights as whole rows or
+/// padded, bias absent, 16-bit or f32, and the states of `pt_case`. Each case must run on it.
 #[test]
 #[ignore]
-fn gpu_fwd_clpt() {
+fn gpu_fwd_pe() {
     with_gpu(|cu| {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let v = 16 / dt.size();
-            for lay in [Lay::Cl, Lay::ClPad, Lay::ClOdd] {
-                let shapes = [(1, 32, 64), (2, 64, 256), (3, 5, 5), (2, 130 * v, 3), (1, v, 130)];
+            for lay in [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis] {
+                let shapes = [(1, 32, 64), (2, 64, 256), (3, 5, 5), (2, 130 * v, 3), (1, v, 130), (2, 3, 1040)];
                 for (si, &(b, d, l)) in shapes.iter().enumerate() {
                     for w in 1..=8 {
                         let states = (si + w) % 2 == 1;
                         let mut o = pt_case(dt, lay, (b, d, l), si, w, 0);
                         o.w_rows = (si + w) % 3 != 0;
-                        let name = format!("fwd_clpt {}", describe(&o));
+                        let name = format!("fwd_pe {}", describe(&o));
                         run_case(&name, || {
-                            let m = check_fwd(cu, &o, states && w > 1, false);
-                            assert!(m.contains(&format!("[ccv1d_fwd_clpt_{}_w{w}", dt_name(dt))), "not on fwd_clpt: {m}");
+                            let m = check_fwd_with(cu, &o, states && w > 1, false, Some(1 << 17));
+                            assert!(m.contains(&format!("[ccv1d_fwd_pe_{}_w{w}", dt_name(dt))), "not on fwd_pe: {m}");
                             m
                         });
                     }

@@ -37,9 +37,9 @@ step cl-bwd-clw-everywhere 200 env CCV1D_CL_BWD=1 CCV1D_TEST_CASES=$(( ${CASES:-
 step cl-bwd-clw-never 200 env CCV1D_CL_BWD=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-last forward of simple rows on fwd_clw wherever it can run (f32 and every width too),
 # then never (fwd_cl also where fwd_clw is the default: 16-bit, W >= 5); small problems too
-# (CCV1D_FWD_CLPT=0: not on fwd_clpt)
-step cl-fwd-clw-everywhere 200 env CCV1D_CL_FWD=1 CCV1D_FWD_CLPT=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
-step cl-fwd-clw-never 200 env CCV1D_CL_FWD=0 CCV1D_FWD_CLPT=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# (CCV1D_FWD_PE=0: not on fwd_pe)
+step cl-fwd-clw-everywhere 200 env CCV1D_CL_FWD=1 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+step cl-fwd-clw-never 200 env CCV1D_CL_FWD=0 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step seeds 60 "$BIN/seeds"
 step validation 120 "$BIN/validation" --include-ignored
 step huge-2pow31 150 "$BIN/huge" --ignored --nocapture

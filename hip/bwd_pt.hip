@@ -134,3 +134,100 @@ CCV_DEV void bwd_pt_body(const ccv_params& P) {
 }
 
 CCV_INSTANTIATE_W(bwd_pt)
+
+// ---------------------------------------------------------------------------------------------
+// The smallest backwards of either layout: ccv1d_bwd_pe_*, one token of one channel per thread.
+// A block holds C channels [d0, d0 + C) over every batch row and token: the thread q = (b << rl)
+// | t (rl = rows_log2, 2^rl >= L; 2^r >= B 2^rl with r = brows) of channel d0 + ch, with C =
+// blockDim / 2^r. Channel-last: ch = the low bits of the thread index (a warp's accesses run along
+// channels); channel-first (CCV_F_PE_TOKENS): q = the low bits (along tokens). A thread issues the
+// loads of x over [t - K, t + K] (without SiLU only [t - K, t]), of dout over [t, t + K] and of its
+// channel's weights before anything waits, computes g at t .. t + K itself (no exchange, no
+// barrier before dx), stores dx(t) = sum_k w[k] g(t + K - k) (+ dfinal) and adds its dweight /
+// dbias terms g(t) x(t - K + k) into the channel's sum in a fixed order (shuffles inside a warp,
+// then one barrier and the warps in turn), which one thread stores (CCV_F_DIRECT). As in the
+// forward, a thread's instructions are the time on these one-wave problems, so a thread takes one
+// element, not a 16-byte vector (bwd_pt, docs/perf.md session 21). dinitial_states: the states
+// launch as elsewhere.
+template <typename T, int W, bool SILU>
+CCV_DEV void bwd_pe_thread(const ccv_params& P, float* red) {
+  constexpr int K = W - 1, WS = CCV_WARP, LOG_WS = WS == 64 ? 6 : 5, NX = SILU ? 2 * K + 1 : W;
+  const int rl = P.rows_log2, r = P.brows, tid = threadIdx.x, c = 31 - __clz((int)blockDim.x) - r;
+  const bool tok = P.flags & CCV_F_PE_TOKENS;
+  const int ch = tok ? tid >> r : tid & ((1 << c) - 1), q = tok ? tid & ((1 << r) - 1) : tid >> c;
+  const int b = q >> rl, t = q & ((1 << rl) - 1), L = (int)P.seqlen;
+  const int d = (int)(blockIdx.x << c) + ch;
+  const bool live = d < P.dim && b < P.batch && t < L;  // no return: the barrier below
+  const int64_t bd = live ? b : 0, dd = live ? d : 0;
+  const T* xp = (const T*)P.x + bd * P.x_s[0] + dd * P.x_s[1];
+  const T* yp = (const T*)P.dout + bd * P.dout_s[0] + dd * P.dout_s[1];
+  T xr[NX], yr[W];  // raw x at [t - K, t - K + NX), dout at [t, t + K]
+#pragma unroll
+  for (int j = 0; j < NX; ++j) {
+    const int p = t - K + j;
+    xr[j] = live && p >= 0 && p < L ? xp[p * P.x_s[2]] : T();
+  }
+#pragma unroll
+  for (int j = 0; j < W; ++j) yr[j] = live && t + j < L ? yp[(t + j) * P.dout_s[2]] : T();
+  WeightBits<W, 1> wb;
+  load_weight_bits<W, 1>(P, dd, 1, wb);
+  const RowCtx rc = row_ctx(P, bd);
+  float w[1][W], bias;
+  weights_from_bits_u<W, 1>(P, wb, w, &bias);
+  const bool valid = live && rc.g.valid;  // a skipped row: dx = 0, no dweight/dbias terms
+  float xv[NX], g[W];                     // g at t .. t + K (0 from L on)
+#pragma unroll
+  for (int j = 0; j < NX; ++j) xv[j] = Tr<T>::to_f(xr[j]);
+  if (live && t < K) {  // the row start: the initial state (or 0) before it
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+      if (t - K + j < 0) xv[j] = row_halo<T>(P, rc, dd, t - K + j, K);
+  }
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+    const float dy = Tr<T>::to_f(yr[j]);
+    if (SILU) {
+      float z = bias;
+#pragma unroll
+      for (int k = 0; k < W; ++k) z += w[0][k] * xv[(j + k) < NX ? j + k : 0];
+      g[j] = valid && t + j < L ? act_grad(z, dy, true) : 0.f;
+    } else {
+      g[j] = valid && t + j < L ? dy : 0.f;
+    }
+  }
+  float acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < W; ++k) acc += w[0][k] * g[K - k];
+  if (live) stf<T>(P.dx, bd * P.dx_s[0] + dd * P.dx_s[1] + t * P.dx_s[2], valid ? acc + row_dfinal<T>(P, rc, dd, t, K) : 0.f);
+  float part[W + 1];
+#pragma unroll
+  for (int k = 0; k < W; ++k) part[k] = g[0] * xv[k];
+  part[W] = g[0];
+  // the channel's sum in a fixed order: the q bits inside a warp by shuffles (the low ones
+  // channel-first, those above the channel bits channel-last), then the warps' sums in turn
+  const int qw = tok ? min(r, LOG_WS) : max(0, min(r, LOG_WS - c)), m0 = tok ? 1 : 1 << c;
+  for (int m = m0; m < m0 << qw; m <<= 1) {
+#pragma unroll
+    for (int k = 0; k <= W; ++k) part[k] += ccv_shfl_xor(part[k], m);
+  }
+  const int C = 1 << c, hi = q >> qw;  // the warp's slot among the channel's warps
+  if ((q & ((1 << qw) - 1)) == 0) {
+#pragma unroll
+    for (int k = 0; k <= W; ++k) red[(hi * C + ch) * (W + 1) + k] = part[k];
+  }
+  __syncthreads();
+  for (int i = tid; i < C * (W + 1); i += blockDim.x) {  // a block of 64 threads may hold 8 channels
+    const int cc = i / (W + 1), k = i % (W + 1), dc = (int)(blockIdx.x << c) + cc;
+    float s = 0.f;
+    for (int h = 0; h < (1 << (r - qw)); ++h) s += red[(h * C + cc) * (W + 1) + k];
+    if (dc < P.dim) put_partial<W>(P, 0, dc, k, s);
+  }
+}
+
+template <typename T, int W>
+CCV_DEV void bwd_pe_body(const ccv_params& P) {
+  __shared__ float red[CCV_NT_bwd_pe * (W + 1)];
+  if (P.flags & CCV_F_SILU) bwd_pe_thread<T, W, true>(P, red); else bwd_pe_thread<T, W, false>(P, red);
+}
+
+CCV_INSTANTIATE_W(bwd_pe)

@@ -8,14 +8,14 @@
 //                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
 //                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
 //                                      backward in one launch), bwd_pt (small channel-first backward,
-//                                      a vector per thread), update, step (staged decode step), stepv (decode step in registers)
+//                                      a vector per thread), bwd_pe (the smallest backwards, an element per thread), update, step (staged decode step), stepv (decode step in registers)
 //   ccv1d_<family>_<dtype>            family ∈ fwd_states, bwd_states
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_pe
 //   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
-//   bwd_slab.hip: bwd_slab   bwd_pt.hip: bwd_pt
+//   bwd_slab.hip: bwd_slab   bwd_pt.hip: bwd_pt, bwd_pe
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
 #include "common.h"
@@ -56,6 +56,8 @@
 #define CCV_NT_bwd_clw 128
 #define CCV_NT_bwd_slab 256
 #define CCV_NT_bwd_pt 128
+// bwd_pe: the most threads a block (launched with 2^k of them, at least a wave)
+#define CCV_NT_bwd_pe 512
 #define CCV_NT_update 128
 #define CCV_NT_step 128
 #define CCV_NT_stepv 128
@@ -212,6 +214,15 @@
 #endif
 #ifndef CCV_LB_bwd_pt_bf16
 #define CCV_LB_bwd_pt_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_pt)
+#endif
+#ifndef CCV_LB_bwd_pe_f32
+#define CCV_LB_bwd_pe_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_pe)
+#endif
+#ifndef CCV_LB_bwd_pe_f16
+#define CCV_LB_bwd_pe_f16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_pe)
+#endif
+#ifndef CCV_LB_bwd_pe_bf16
+#define CCV_LB_bwd_pe_bf16(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_pe)
 #endif
 #ifndef CCV_LB_bwd_slab_f32
 #define CCV_LB_bwd_slab_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_slab)

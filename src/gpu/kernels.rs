@@ -170,6 +170,22 @@ pub const SLAB_ROWS: i64 = 64;
 /// each, lie in one block), and the most tokens (B L) of a channel it takes.
 pub const NT_BWD_PT: u32 = 128;
 pub const BWD_PT_TOKENS: i64 = 256;
+/// `ccv1d_bwd_pe_*` (`CCV_NT_bwd_pe`): the most threads of a block (a block holds a channel's
+/// every token, padded to powers of two), and the fewest (two 32-wide or one 64-wide wave).
+pub const NT_BWD_PE: i64 = 512;
+pub const BWD_PE_MIN_BLOCK: i64 = 64;
+
+/// The small-problem backward kernels a call may take (tests turn them off to reach the others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmallBwd {
+    pub pt: bool,
+    pub pe: bool,
+}
+
+impl SmallBwd {
+    pub const ALL: SmallBwd = SmallBwd { pt: true, pe: true };
+    pub const NONE: SmallBwd = SmallBwd { pt: false, pe: false };
+}
 /// Staged decode step: shared-memory bytes per block and most batch rows per block
 /// (`CCV_UPD_SMEM`, `CCV_UPD_ROWS`).
 pub const UPD_SMEM: i64 = 12288;
@@ -211,7 +227,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "bwd_pt", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "bwd_pt", "bwd_pe", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -846,14 +862,19 @@ fn bwd_params(p: &BwdPlan) -> KParams {
 }
 
 /// Main backward geometry, or None when there is no token (no main kernel, no partials).
-/// `allow_pt`: small channel-first problems may take `bwd_pt` (`bwd_pt_rows_log2`).
-fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, allow_pt: bool) -> Result<Option<MainGeom>> {
+/// `small`: the small-problem kernels it may take (`bwd_pe_shape`, `bwd_pt_rows_log2`).
+fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option<MainGeom>> {
     let inp = &p.inp;
     if inp.batch <= 0 || inp.dim <= 0 || inp.seqlen <= 0 {
         return Ok(None);
     }
     let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
-    if let Some(r) = bwd_pt_rows_log2(p).filter(|_| allow_pt) {
+    if let Some(pe) = bwd_pe_shape(p).filter(|_| small.pe) {
+        // a channel's every batch row and token in one block: one partial row, stored directly
+        let n = ceil_div(inp.dim, 1 << pe.c);
+        return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
+    }
+    if let Some(r) = bwd_pt_rows_log2(p).filter(|_| small.pt) {
         // a channel's every batch row in one block: one partial row, stored directly
         let n = ceil_div(inp.dim, NT_BWD_PT as i64 >> r);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
@@ -926,6 +947,44 @@ fn bwd_slab_channels_log2(p: &BwdPlan, dev: &DeviceInfo) -> Option<i32> {
     let fits = b.saturating_mul(l).saturating_mul(c) <= SLAB_VECS * NT_SLAB as i64 * v && b * (l + k) * c <= SLAB_ELEMS;
     fits.then_some(r)
 }
+
+/// `ccv1d_bwd_pe_*`'s block: 2^r threads a channel (2^rl >= L tokens of each of 2^(r - rl) >=
+/// B batch rows) and 2^c channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PeShape {
+    rl: i32,
+    r: i32,
+    c: i32,
+}
+
+/// The smallest backwards on `ccv1d_bwd_pe_*` (bwd_pt.hip: a token of a channel per thread, a
+/// channel's every token in one block that stores its dweight/dbias, one launch): simple rows
+/// (rows mode, no seq_idx) of either layout, any strides, B L padded to powers of two at most
+/// NT_BWD_PE, at most `BWD_PE_MAX_ELEMS` elements; 2^c channels a block make it at least
+/// BWD_PE_MIN_BLOCK threads. Measured on the H100 (docs/perf.md, session 21; µs, against the
+/// kernels it replaces): seeds' Tiny 1x32x64 2.4-2.5 against 2.8-3.1 (`bwd_pt`, channel-first) and
+/// 3.3-3.4 (`bwd_slab`, channel-last); Small 2x64x256 channel-first 2.9 against 3.4-3.7 (tiled),
+/// channel-last 5.0-5.1 against 5.8-6.4 (two launches). `CCV1D_BWD_PE=0` turns it off.
+fn bwd_pe_shape(p: &BwdPlan) -> Option<PeShape> {
+    let inp = &p.inp;
+    let (b, d, l) = (inp.batch, inp.dim, inp.seqlen);
+    let simple = inp.seq_idx.is_none() && matches!(inp.seqs, Seqs::Rows);
+    if knob(Knob::BwdPe) == Some(0) || !simple || b < 1 || l < 1 || d > i32::MAX as i64 {
+        return None;
+    }
+    let log2 = |v: i64| (v as u64).next_power_of_two().trailing_zeros() as i32;
+    let (rl, rb) = (log2(l), log2(b));
+    let r = rl + rb;
+    if (1i64 << r) > NT_BWD_PE || b.saturating_mul(d).saturating_mul(l) > BWD_PE_MAX_ELEMS {
+        return None;
+    }
+    let c = (log2(BWD_PE_MIN_BLOCK) - r).max(0);
+    Some(PeShape { rl, r, c })
+}
+
+/// Most elements (B D L) of a backward on `bwd_pe`: the seeds' Small (2x64x256), the largest
+/// shape it was measured on.
+const BWD_PE_MAX_ELEMS: i64 = 1 << 15;
 
 /// Small channel-first backwards on `ccv1d_bwd_pt_*` (bwd_pt.hip: a 16-byte vector per thread,
 /// every load issued before the first wait, a channel's vectors in one block that sums and stores
@@ -1086,12 +1145,12 @@ fn reduce_lanes(n_partials: i64) -> u32 {
 /// 0 when there is nothing to reduce or a single partial row (stored directly). Same (plan, device) → same size and the same summation
 /// order, so dweight/dbias are bitwise reproducible.
 pub fn bwd_workspace_bytes(p: &BwdPlan, dev: &DeviceInfo) -> usize {
-    bwd_workspace_bytes_pt(p, dev, true)
+    bwd_workspace_bytes_pt(p, dev, SmallBwd::ALL)
 }
 
-/// `bwd_workspace_bytes` with `bwd_pt` allowed or not (tests run both).
-pub fn bwd_workspace_bytes_pt(p: &BwdPlan, dev: &DeviceInfo, allow_pt: bool) -> usize {
-    match bwd_geometry(p, dev, allow_pt) {
+/// `bwd_workspace_bytes` with the small-problem kernels allowed or not (tests run both).
+pub fn bwd_workspace_bytes_pt(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> usize {
+    match bwd_geometry(p, dev, small) {
         Ok(g) => {
             let n = bwd_partials(p, &g);
             if bwd_direct(n) {
@@ -1111,11 +1170,11 @@ pub fn bwd_workspace_bytes_pt(p: &BwdPlan, dev: &DeviceInfo, allow_pt: bool) -> 
 /// bytes, 256-byte aligned; its content is never assumed (every partial slot is written before
 /// it is read).
 pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<Vec<Launch>> {
-    bwd_launches_pt(p, dev, workspace, true)
+    bwd_launches_pt(p, dev, workspace, SmallBwd::ALL)
 }
 
 /// `bwd_launches` with `bwd_pt` allowed or not (tests give the other kernels small problems too).
-pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, allow_pt: bool) -> Result<Vec<Launch>> {
+pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: SmallBwd) -> Result<Vec<Launch>> {
     let inp = &p.inp;
     check_width(inp.width)?;
     let mut k = bwd_params(p);
@@ -1124,11 +1183,11 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, allow_pt
         return Ok(v);
     }
     let dt = inp.x.dtype;
-    let g = bwd_geometry(p, dev, allow_pt)?;
+    let g = bwd_geometry(p, dev, small)?;
     let n_partials = bwd_partials(p, &g);
     let direct = bwd_direct(n_partials);
     if n_partials > 0 && !direct && workspace == 0 {
-        bail!(CCV1D_ERR_WORKSPACE, "backward needs a workspace of {} bytes", bwd_workspace_bytes_pt(p, dev, allow_pt));
+        bail!(CCV1D_ERR_WORKSPACE, "backward needs a workspace of {} bytes", bwd_workspace_bytes_pt(p, dev, small));
     }
     k.ws = if direct { 0 } else { workspace as u64 };
     k.n_partials = n_partials;
@@ -1139,7 +1198,15 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, allow_pt
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, g.layout, dims) && vec_ok(&p.dout, g.layout, dims) && vec_ok(&p.dx, g.layout, dims);
         let mut km = main_params(&k, g, vec);
-        let (family, threads) = if let Some(r) = bwd_pt_rows_log2(p).filter(|_| allow_pt) {
+        let pe = bwd_pe_shape(p).filter(|_| small.pe);
+        let (family, threads) = if let Some(pe) = pe {
+            km.rows_log2 = pe.rl;
+            km.brows = pe.r;
+            if g.layout == Layout::ChannelFirst {
+                km.flags |= F_PE_TOKENS;
+            }
+            ("pe", 1u32 << (pe.c + pe.r))
+        } else if let Some(r) = bwd_pt_rows_log2(p).filter(|_| small.pt) {
             km.rows_log2 = r;
             ("pt", NT_BWD_PT)
         } else if let Some(lc) = bwd_slab_channels_log2(p, dev) {
@@ -1368,11 +1435,13 @@ enum Knob {
     BwdPt,
     /// `CCV1D_FWD_PE`: most elements of x of a forward on `fwd_pe` (0: never).
     FwdPe,
+    /// `CCV1D_BWD_PE`: 0 = the smallest backwards never on `bwd_pe`.
+    BwdPe,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 10] = [const { OnceLock::new() }; 10];
+    static VALUES: [OnceLock<Option<i64>>; 11] = [const { OnceLock::new() }; 11];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1384,8 +1453,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::ClFwd => "CCV1D_CL_FWD",
         Knob::BwdPt => "CCV1D_BWD_PT",
         Knob::FwdPe => "CCV1D_FWD_PE",
+        Knob::BwdPe => "CCV1D_BWD_PE",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1497,6 +1567,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_ELEMS"), SLAB_ELEMS);
         assert_eq!(header_define(INSTANCES_H, "CCV_SLAB_ROWS"), SLAB_ROWS);
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_pt"), NT_BWD_PT as i64);
+        assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_pe"), NT_BWD_PE);
         // the streaming channel-last kernels split a chunk evenly over their lanes:
         // lanes = NT / (CL_CC / channels per thread); fwd_cl takes 4 channels per thread, 16-bit
         // bwd_cls one of the arms of its per-width choice
@@ -1958,12 +2029,12 @@ mod tests {
         let slab = |dt: DType, lay: u8, b: i64, d: i64, l: i64, w: i64| {
             let st = if lay == 0 { cf(b, d, l) } else { cl(b, d, l) };
             let p = bwd_plan(inputs(dt, b, d, l, w, st));
-            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
             let k = params_of(&v[0]);
             let one = v[0].kernel.starts_with("ccv1d_bwd_slab_");
             if one {
                 // the whole dweight/dbias in the block: no workspace, no reduce launch
-                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes(&p, &h100())), (1, F_DIRECT, 0));
+                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes_pt(&p, &h100(), SmallBwd { pt: true, pe: false })), (1, F_DIRECT, 0));
                 assert_eq!(k.n_blocks, ceil_div(d, 1 << k.rows_log2));
                 assert_eq!(v[0].block[0], NT_SLAB);
                 let c = 1i64 << k.rows_log2;
@@ -2000,10 +2071,10 @@ mod tests {
         let dev = h100();
         // the channels' threads per block (log2) on bwd_pt, or None
         let pt_rows = |p: &BwdPlan| {
-            let v = bwd_launches(p, &dev, 0x8000_0000).unwrap();
+            let v = bwd_launches_pt(p, &dev, 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
             let k = params_of(&v[0]);
             v[0].kernel.starts_with("ccv1d_bwd_pt_").then(|| {
-                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes(p, &dev)), (1, F_DIRECT, 0));
+                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes_pt(p, &dev, SmallBwd { pt: true, pe: false })), (1, F_DIRECT, 0));
                 let per_block = NT_BWD_PT as i64 >> k.rows_log2;
                 assert_eq!((k.n_blocks, v[0].block[0]), (ceil_div(p.inp.dim, per_block), NT_BWD_PT));
                 assert_eq!(v[0].grid, [k.n_blocks as u32, 1, 1]);
@@ -2028,13 +2099,13 @@ mod tests {
                 assert_eq!(pt_rows(&bwd_plan(inputs(dt, 1, 32, 64, w, cl(1, 32, 64)))), None);
                 // allowed or not: the tiled kernels and their workspace
                 let p = cf_plan(dt, 2, 64, 128, w);
-                let tiled = bwd_launches_pt(&p, &dev, 0x8000_0000, false).unwrap();
+                let tiled = bwd_launches_pt(&p, &dev, 0x8000_0000, SmallBwd::NONE).unwrap();
                 assert!(!tiled[0].kernel.contains("_pt_"));
-                assert_eq!(bwd_workspace_bytes_pt(&p, &dev, false) > 0, tiled.iter().any(|l| l.kernel == "ccv1d_bwd_reduce"));
+                assert_eq!(bwd_workspace_bytes_pt(&p, &dev, SmallBwd::NONE) > 0, tiled.iter().any(|l| l.kernel == "ccv1d_bwd_reduce"));
             }
         }
         // 64-wide waves: the same geometry (the block's groups do not depend on the warp)
-        let v = bwd_launches(&cf_plan(DType::BF16, 4, 5, 64, 4), &mi300(), 0x8000_0000).unwrap();
+        let v = bwd_launches_pt(&cf_plan(DType::BF16, 4, 5, 64, 4), &mi300(), 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
         assert_eq!((v[0].kernel.as_str(), params_of(&v[0]).n_blocks), ("ccv1d_bwd_pt_bf16_w4", 2));
         // seq_idx: the other kernels
         let mut p = cf_plan(DType::F32, 1, 32, 64, 4);
@@ -2048,7 +2119,7 @@ mod tests {
     fn bwd_clw_choice() {
         let family_on = |dt: DType, b: i64, d: i64, l: i64, w: i64, dpad: i64| {
             let p = bwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad]));
-            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
             if v[0].kernel.contains("_clw_") {
                 check_clw_geometry(&v[0], b, d, l);
             }
@@ -2075,6 +2146,42 @@ mod tests {
     }
 
     #[test]
+    fn bwd_pe_choice() {
+        // (dtype, channel-last, b, d, l) -> (rows_log2, brows, block, blocks): 2^rl >= L tokens of
+        // 2^(r - rl) >= B rows a channel, channels enough for a 64-thread block
+        for (dt, lay_cl, b, d, l, rl, r, block, blocks) in [
+            (DType::F32, false, 1, 32, 64, 6, 6, 64, 32),  // seeds' Tiny
+            (DType::BF16, true, 1, 32, 64, 6, 6, 64, 32),
+            (DType::F16, false, 2, 64, 256, 8, 9, 512, 64), // seeds' Small: 512 tokens a block
+            (DType::BF16, true, 2, 64, 128, 7, 8, 256, 64), // 003's Small
+            (DType::F32, true, 2, 12, 3, 2, 3, 64, 2),      // 8 channels of 8 (padded) tokens a block
+            (DType::F16, false, 3, 5, 7, 3, 5, 64, 3),      // 3 rows padded to 4, L to 8
+        ] {
+            let st = if lay_cl { cl(b, d, l) } else { cf(b, d, l) };
+            let p = bwd_plan(inputs(dt, b, d, l, 4, st));
+            let v = bwd_launches(&p, &h100(), 0).unwrap();
+            assert_eq!(v.len(), 1, "one launch: dweight/dbias stored by the block");
+            assert_eq!(v[0].kernel, format!("ccv1d_bwd_pe_{}_w4", dt.name()));
+            let k = params_of(&v[0]);
+            assert_eq!((k.rows_log2, k.brows, v[0].block[0], k.n_blocks), (rl, r, block, blocks), "{dt:?} {b}x{d}x{l}");
+            assert_eq!(v[0].grid, [blocks as u32, 1, 1]);
+            assert_eq!((k.flags & F_DIRECT, k.flags & F_PE_TOKENS != 0), (F_DIRECT, !lay_cl));
+            assert_eq!(bwd_workspace_bytes(&p, &h100()), 0);
+        }
+        // not taken: seq_idx, more than 512 padded tokens a channel, more than 2^15 elements
+        let pe = |p: &BwdPlan| bwd_launches(p, &h100(), 0x8000_0000).unwrap()[0].kernel.contains("_pe_");
+        let mut p = bwd_plan(inputs(DType::F32, 1, 32, 64, 4, cf(1, 32, 64)));
+        p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [64, 1], elem_bytes: 4 });
+        assert!(!pe(&p));
+        assert!(!pe(&bwd_plan(inputs(DType::F32, 1, 4, 513, 4, cf(1, 4, 513)))));
+        assert!(!pe(&bwd_plan(inputs(DType::F32, 3, 4, 171, 4, cf(3, 4, 171)))));
+        assert!(pe(&bwd_plan(inputs(DType::F32, 1, 64, 512, 4, cf(1, 64, 512)))));
+        assert!(!pe(&bwd_plan(inputs(DType::F32, 1, 65, 512, 4, cf(1, 65, 512)))));
+        // padded rows off the vector path: taken
+        assert!(pe(&bwd_plan(inputs(DType::BF16, 1, 32, 64, 4, [64 * 37, 1, 37]))));
+    }
+
+    #[test]
     fn bwd_launches_and_workspace() {
         for (lay, (b, d, l)) in [(0, (4, 5376, 4096)), (1, (8, 2048, 1024)), (0, (2, 3, 7)), (1, (1, 70, 1)), (0, (1, 32, 64))] {
             for w in [1, 4, 8] {
@@ -2083,8 +2190,8 @@ mod tests {
                 p.inp.initial_states = Some(view(0x7400_0000, DType::BF16, [d * 8, 8, 1]));
                 p.dinitial_states = Some(view(0x7500_0000, DType::BF16, [d * 8, 8, 1]));
                 let dev = if lay == 0 { h100() } else { mi300() };
-                let bytes = bwd_workspace_bytes(&p, &dev);
-                let v = bwd_launches(&p, &dev, 0x8000_0000).unwrap();
+                let bytes = bwd_workspace_bytes_pt(&p, &dev, SmallBwd { pt: true, pe: false });
+                let v = bwd_launches_pt(&p, &dev, 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
                 let names: Vec<_> = v.iter().map(|l| l.kernel.clone()).collect();
                 // channel-last: the streaming kernel when every tensor is on the vector path
                 // channel-first: warp spans for rows of whole vectors and at least one span
@@ -2137,7 +2244,7 @@ mod tests {
                 }
                 if direct {
                     assert_eq!((bytes, km.ws, km.flags & F_DIRECT), (0, 0, F_DIRECT));
-                    assert_eq!(bwd_launches(&p, &dev, 0).unwrap()[0].params, v[0].params, "no workspace needed");
+                    assert_eq!(bwd_launches_pt(&p, &dev, 0, SmallBwd { pt: true, pe: false }).unwrap()[0].params, v[0].params, "no workspace needed");
                     continue;
                 }
                 assert_eq!(km.flags & F_DIRECT, 0);
@@ -2181,7 +2288,7 @@ mod tests {
         ] {
             // (the small ones go to bwd_pt by default: the tiled kernels' groups here)
             let p = bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
-            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, false).unwrap();
+            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, SmallBwd::NONE).unwrap();
             let km = params_of(&v[0]);
             assert_eq!(km.brows as i64, rows, "{dt:?} {b}x{d}x{l} W={w}");
             assert_eq!(v.len() == 1, km.n_partials == 1 && rows == b, "{dt:?} {b}x{d}x{l} W={w}: reduce launch iff partial rows");
@@ -2194,13 +2301,13 @@ mod tests {
         let mut p = bwd_plan(inputs(DType::F32, 2, 16, 0, 4, cf(2, 16, 0)));
         p.inp.initial_states = Some(view(0x7400_0000, DType::F32, [16 * 3, 3, 1]));
         p.dinitial_states = Some(view(0x7500_0000, DType::F32, [16 * 3, 3, 1]));
-        assert_eq!(bwd_workspace_bytes(&p, &h100()), 0);
+        assert_eq!(bwd_workspace_bytes_pt(&p, &h100(), SmallBwd { pt: true, pe: false }), 0);
         let v = bwd_launches(&p, &h100(), 0).unwrap();
         assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_bwd_reduce", "ccv1d_bwd_states_f32"]);
         assert_eq!(params_of(&v[0]).n_partials, 0);
         // a workspace is required when there are partials
         let p = bwd_plan(inputs(DType::F32, 3, 16, 10, 4, cf(3, 16, 10)));
-        assert_eq!(bwd_launches(&p, &h100(), 0).unwrap_err().status, CCV1D_ERR_WORKSPACE);
+        assert_eq!(bwd_launches_pt(&p, &h100(), 0, SmallBwd::NONE).unwrap_err().status, CCV1D_ERR_WORKSPACE);
     }
 
     #[test]
@@ -2311,7 +2418,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (18 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (19 * 8 + 2) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

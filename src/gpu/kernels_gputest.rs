@@ -651,15 +651,19 @@ fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt
 // ------------------------------------------------------------------ backward
 
 fn check_bwd(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType) -> String {
-    let msg = check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, true);
-    // a small problem on bwd_pt: the other kernels too (their small-shape coverage)
+    let mut msg = check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd::ALL);
+    // a small problem on bwd_pe: bwd_pt or the others too, and one on bwd_pt: the others too
+    // (their small-shape coverage)
+    if msg.contains("[ccv1d_bwd_pe_") {
+        msg += &format!("; without bwd_pe: {}", check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd { pt: true, pe: false }));
+    }
     if msg.contains("[ccv1d_bwd_pt_") {
-        return msg + &format!("; tiled: {}", check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, false));
+        msg += &format!("; tiled: {}", check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd::NONE));
     }
     msg
 }
 
-fn check_bwd_on(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType, allow_pt: bool) -> String {
+fn check_bwd_on(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType, small: SmallBwd) -> String {
     let mut c = build_conv(cu, o);
     c.set_states_any(o.init || dfinal);
     let k = c.k();
@@ -687,10 +691,10 @@ fn check_bwd_on(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, d
         workspace: None,
         deterministic: true,
     };
-    let ws_bytes = bwd_workspace_bytes_pt(&plan, &cu.dev_info, allow_pt);
+    let ws_bytes = bwd_workspace_bytes_pt(&plan, &cu.dev_info, small);
     let ws = cu.alloc(ws_bytes + 256);
     cu.upload(ws, &vec![0xffu8; ws_bytes + 256]); // NaN garbage: never assume a zeroed workspace
-    let launches = bwd_launches_pt(&plan, &cu.dev_info, ws as usize, allow_pt).unwrap();
+    let launches = bwd_launches_pt(&plan, &cu.dev_info, ws as usize, small).unwrap();
     cu.run(&launches);
 
     // reference
@@ -1090,6 +1094,39 @@ fn gpu_bwd_pt() {
                         run_case(&name, || {
                             let m = check_bwd(cu, &o, states, dfinal, true, if si % 2 == 0 { DType::F32 } else { dt });
                             assert!(m.contains(&format!("[ccv1d_bwd_pt_{}_w{w}", dt_name(dt))), "not on bwd_pt: {m}");
+                            m
+                        });
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The smallest backwards on `bwd_pe` (an element per thread, a channel's tokens in one block),
+/// each case also on the other kernels (check_bwd): every dtype and width; channel-last
+/// contiguous, padded and misaligned rows and channel-first contiguous, padded and misaligned
+/// ones; the seeds' Tiny and Small (512 tokens a block), rows shorter than the window (8 channels
+/// a block), ragged B and L (padded to powers of two), a partial last block; and with states:
+/// initial states through state indices with skipped rows (slot -1 and past the pool),
+/// has_initial_state as int32 and bool, dfinal, dinitial_states; bias absent, 16-bit or f32;
+/// dweight/dbias in f32 or x's dtype; SiLU at even widths. Each case must run on it.
+#[test]
+#[ignore]
+fn gpu_bwd_pe() {
+    with_gpu(|cu| {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            for lay in [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis] {
+                let shapes = [(1, 32, 64), (2, 64, 256), (2, 12, 3), (3, 5, 7), (5, 9, 50)];
+                for (si, &(b, d, l)) in shapes.iter().enumerate() {
+                    for w in 1..=8 {
+                        let states = (si + w) % 2 == 1;
+                        let o = pt_case(dt, lay, (b, d, l), si, w, 11);
+                        let dfinal = states && w > 1;
+                        let name = format!("bwd_pe {} dfinal{}", describe(&o), dfinal as u8);
+                        run_case(&name, || {
+                            let m = check_bwd(cu, &o, states, dfinal, true, if si % 2 == 0 { DType::F32 } else { dt });
+                            assert!(m.contains(&format!("[ccv1d_bwd_pe_{}_w{w}", dt_name(dt))), "not on bwd_pe: {m}");
                             m
                         });
                     }

@@ -32,9 +32,10 @@ step bwd-row-groups 200 env CCV1D_BWD_ROWS=3 CCV1D_TEST_CASES=$(( ${CASES:-1000}
 step cf-warp-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step cf-warp-never 200 env CCV1D_CF_WARP=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-last backward of simple rows on bwd_clw wherever it can run (f32 and every width
-# too), then never (bwd_cls also where bwd_clw is the default: 16-bit, W = 3-5)
-step cl-bwd-clw-everywhere 200 env CCV1D_CL_BWD=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
-step cl-bwd-clw-never 200 env CCV1D_CL_BWD=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# too), then never (bwd_cls also where bwd_clw is the default: 16-bit, W = 3-5); small problems
+# too (CCV1D_BWD_PE=0: not on bwd_pe)
+step cl-bwd-clw-everywhere 200 env CCV1D_CL_BWD=1 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+step cl-bwd-clw-never 200 env CCV1D_CL_BWD=0 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-last forward of simple rows on fwd_clw wherever it can run (f32 and every width too),
 # then never (fwd_cl also where fwd_clw is the default: 16-bit, W >= 5); small problems too
 # (CCV1D_FWD_PE=0: not on fwd_pe)

@@ -140,20 +140,21 @@ CCV_INSTANTIATE_W(bwd_pt)
 // A block holds C channels [d0, d0 + C) over every batch row and token: the thread q = (b << rl)
 // | t (rl = rows_log2, 2^rl >= L; 2^r >= B 2^rl with r = brows) of channel d0 + ch, with C =
 // blockDim / 2^r. Channel-last: ch = the low bits of the thread index (a warp's accesses run along
-// channels); channel-first (CCV_F_PE_TOKENS): q = the low bits (along tokens). A thread issues the
-// loads of x over [t - K, t + K] (without SiLU only [t - K, t]), of dout over [t, t + K] and of its
-// channel's weights before anything waits, computes g at t .. t + K itself (no exchange, no
-// barrier before dx), stores dx(t) = sum_k w[k] g(t + K - k) (+ dfinal) and adds its dweight /
-// dbias terms g(t) x(t - K + k) into the channel's sum in a fixed order (shuffles inside a warp,
-// then one barrier and the warps in turn), which one thread stores (CCV_F_DIRECT). As in the
-// forward, a thread's instructions are the time on these one-wave problems, so a thread takes one
-// element, not a 16-byte vector (bwd_pt, docs/perf.md session 21). dinitial_states: the states
-// launch as elsewhere.
-template <typename T, int W, bool SILU>
+// channels); channel-first (CCV_F_PE_TOKENS): q = the low bits (along tokens). A thread needs x
+// over [t - K, t + K] (without SiLU only [t - K, t]) and dout over [t, t + K]: it loads x(t),
+// dout(t) and its channel's weights, takes the others from the lanes holding them channel-last
+// (loads where no lane of the warp does) or loads them channel-first, all before anything waits;
+// computes g at t .. t + K itself (no barrier before dx), stores dx(t) = sum_k w[k] g(t + K - k)
+// (+ dfinal) and adds its dweight / dbias terms g(t) x(t - K + k) into the channel's sum in a
+// fixed order (shuffles inside a warp, then one barrier and the warps in turn), which one thread
+// stores (CCV_F_DIRECT). As in the forward, a thread's instructions are the time on these
+// one-wave problems, so a thread takes one element, not a 16-byte vector (bwd_pt; docs/perf.md,
+// session 21). dinitial_states: the states launch as elsewhere.
+template <typename T, int W, bool SILU, bool TOK>
 CCV_DEV void bwd_pe_thread(const ccv_params& P, float* red) {
   constexpr int K = W - 1, WS = CCV_WARP, LOG_WS = WS == 64 ? 6 : 5, NX = SILU ? 2 * K + 1 : W;
   const int rl = P.rows_log2, r = P.brows, tid = threadIdx.x, c = 31 - __clz((int)blockDim.x) - r;
-  const bool tok = P.flags & CCV_F_PE_TOKENS;
+  constexpr bool tok = TOK;
   const int ch = tok ? tid >> r : tid & ((1 << c) - 1), q = tok ? tid & ((1 << r) - 1) : tid >> c;
   const int b = q >> rl, t = q & ((1 << rl) - 1), L = (int)P.seqlen;
   const int d = (int)(blockIdx.x << c) + ch;
@@ -161,23 +162,41 @@ CCV_DEV void bwd_pe_thread(const ccv_params& P, float* red) {
   const int64_t bd = live ? b : 0, dd = live ? d : 0;
   const T* xp = (const T*)P.x + bd * P.x_s[0] + dd * P.x_s[1];
   const T* yp = (const T*)P.dout + bd * P.dout_s[0] + dd * P.dout_s[1];
-  T xr[NX], yr[W];  // raw x at [t - K, t - K + NX), dout at [t, t + K]
+  // Channel-last, the thread loads x(t) and dout(t); the window's other tokens are the same
+  // channel's and row's in the lanes C, 2C, .. away when those lanes are in the warp, else loads
+  // of their own (a warp's first and last lanes): a channel-last warp's load instruction touches
+  // one cache line per token, so the window's loads cost more than the shuffles. Channel-first,
+  // where a warp's loads are a few lines, the loads were faster (docs/perf.md, session 21).
+  const int lane = tid % WS, S = 1 << c;
+  auto from_lane = [&](int delta) {
+    return !TOK && lane + delta * S >= 0 && lane + delta * S < WS && t + delta >= 0 && t + delta < (1 << rl);
+  };
+  const T xo = live ? xp[t * P.x_s[2]] : T(), yo = live ? yp[t * P.dout_s[2]] : T();
+  T xr[NX], yr[W];  // raw x at [t - K, t - K + NX), dout at [t, t + K] that no lane holds
 #pragma unroll
   for (int j = 0; j < NX; ++j) {
     const int p = t - K + j;
-    xr[j] = live && p >= 0 && p < L ? xp[p * P.x_s[2]] : T();
+    xr[j] = j != K && !from_lane(j - K) && live && p >= 0 && p < L ? xp[p * P.x_s[2]] : T();
   }
+  yr[0] = T();
 #pragma unroll
-  for (int j = 0; j < W; ++j) yr[j] = live && t + j < L ? yp[(t + j) * P.dout_s[2]] : T();
+  for (int j = 1; j < W; ++j) yr[j] = !from_lane(j) && live && t + j < L ? yp[(t + j) * P.dout_s[2]] : T();
   WeightBits<W, 1> wb;
   load_weight_bits<W, 1>(P, dd, 1, wb);
   const RowCtx rc = row_ctx(P, bd);
   float w[1][W], bias;
   weights_from_bits_u<W, 1>(P, wb, w, &bias);
   const bool valid = live && rc.g.valid;  // a skipped row: dx = 0, no dweight/dbias terms
-  float xv[NX], g[W];                     // g at t .. t + K (0 from L on)
+  const float xt = Tr<T>::to_f(xo), yt = Tr<T>::to_f(yo);
+  auto pick = [&](float own, T raw, int delta) {  // every lane shuffles: uniform
+    if (TOK || delta == 0) return delta == 0 ? own : Tr<T>::to_f(raw);
+    const int src = lane + delta * S;
+    const float v = ccv_shfl(own, src >= 0 && src < WS ? src : lane);
+    return from_lane(delta) ? v : Tr<T>::to_f(raw);
+  };
+  float xv[NX], g[W];  // g at t .. t + K (0 from L on)
 #pragma unroll
-  for (int j = 0; j < NX; ++j) xv[j] = Tr<T>::to_f(xr[j]);
+  for (int j = 0; j < NX; ++j) xv[j] = pick(xt, xr[j], j - K);
   if (live && t < K) {  // the row start: the initial state (or 0) before it
 #pragma unroll
     for (int j = 0; j < K; ++j)
@@ -185,7 +204,7 @@ CCV_DEV void bwd_pe_thread(const ccv_params& P, float* red) {
   }
 #pragma unroll
   for (int j = 0; j < W; ++j) {
-    const float dy = Tr<T>::to_f(yr[j]);
+    const float dy = pick(yt, yr[j], j);
     if (SILU) {
       float z = bias;
 #pragma unroll
@@ -227,7 +246,12 @@ CCV_DEV void bwd_pe_thread(const ccv_params& P, float* red) {
 template <typename T, int W>
 CCV_DEV void bwd_pe_body(const ccv_params& P) {
   __shared__ float red[CCV_NT_bwd_pe * (W + 1)];
-  if (P.flags & CCV_F_SILU) bwd_pe_thread<T, W, true>(P, red); else bwd_pe_thread<T, W, false>(P, red);
+  const bool silu = P.flags & CCV_F_SILU;
+  if (P.flags & CCV_F_PE_TOKENS) {
+    if (silu) bwd_pe_thread<T, W, true, true>(P, red); else bwd_pe_thread<T, W, false, true>(P, red);
+  } else {
+    if (silu) bwd_pe_thread<T, W, true, false>(P, red); else bwd_pe_thread<T, W, false, false>(P, red);
+  }
 }
 
 CCV_INSTANTIATE_W(bwd_pe)

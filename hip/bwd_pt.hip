@@ -218,9 +218,11 @@ CCV_DEV void bwd_pe_thread(const ccv_params& P, float* red) {
 #pragma unroll
   for (int k = 0; k < W; ++k) acc += w[0][k] * g[K - k];
   if (live) stf<T>(P.dx, bd * P.dx_s[0] + dd * P.dx_s[1] + t * P.dx_s[2], valid ? acc + row_dfinal<T>(P, rc, dd, t, K) : 0.f);
+  // (a padded or skipped thread adds nothing: 0 * an Inf or NaN its window took from a lane
+  // would be NaN)
   float part[W + 1];
 #pragma unroll
-  for (int k = 0; k < W; ++k) part[k] = g[0] * xv[k];
+  for (int k = 0; k < W; ++k) part[k] = valid ? g[0] * xv[k] : 0.f;
   part[W] = g[0];
   // the channel's sum in a fixed order: the q bits inside a warp by shuffles (the low ones
   // channel-first, those above the channel bits channel-last), then the warps' sums in turn

@@ -184,6 +184,7 @@ pub struct SmallBwd {
 
 impl SmallBwd {
     pub const ALL: SmallBwd = SmallBwd { pt: true, pe: true };
+    #[cfg(test)]
     pub const NONE: SmallBwd = SmallBwd { pt: false, pe: false };
 }
 /// Staged decode step: shared-memory bytes per block and most batch rows per block

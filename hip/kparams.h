@@ -28,7 +28,7 @@
 #define CCV_F_STEP_PM (1 << 15)        // step: conv_state slots position-major ([state_len, D], channels contiguous)
 #define CCV_F_CL_BURST (1 << 16)       // fwd_cl, 16-bit, W <= 4: short chunks, CCV_CL_BURST_16 loads a step, no prefetch
 #define CCV_F_W_ROWS (1 << 17)         // stepv: weight [D, W] with tap stride 1, bias (if any) stride 1, both aligned to 4 elements
-#define CCV_F_PE_TOKENS (1 << 18)      // fwd_pe: consecutive threads take consecutive tokens (channel-first x), not channels
+#define CCV_F_PE_TOKENS (1 << 18)      // fwd_pe, bwd_pe: consecutive threads take consecutive tokens (channel-first x), not channels
 
 struct ccv_params {
   // ---- data pointers (device addresses; NULL when absent) -------------------------- offset 0
@@ -75,9 +75,11 @@ struct ccv_params {
   int32_t w_dtype, b_dtype, dw_dtype, db_dtype;
   int32_t hi_bytes;  // 4 (int32) or 1 (bool)
   int32_t rows_log2;  // fwd_cf: a block covers 2^rows_log2 (batch, channel) rows (short rows), else 0;
-                      // bwd_slab: 2^rows_log2 channels per block
+                      // bwd_slab: 2^rows_log2 channels per block; fwd_pt, bwd_pt, fwd_pe: threads
+                      // along the fast dimension (see each kernel); bwd_pe: log2 of L padded
   int32_t brows;      // bwd_cf: consecutive batch rows per block (same channel), >= 1;
-                      // bwd_cfs: > 1 = batch, rows channel-major (whole channels per block)
+                      // bwd_cfs: > 1 = batch, rows channel-major (whole channels per block);
+                      // bwd_pe: log2 of a channel's threads (B and L padded)
   int32_t pad0;
 };  // 592 bytes
 

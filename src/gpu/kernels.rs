@@ -22,6 +22,9 @@
 //!   channels of every row and token, and stores dweight/dbias itself);
 //! - `ccv1d_bwd_pt_{dt}_w{W}`: small channel-first backward in one launch (a vector per thread,
 //!   a channel's vectors in one block; it stores dweight/dbias itself);
+//! - `ccv1d_fwd_pe_{dt}_w{W}` / `ccv1d_bwd_pe_{dt}_w{W}`: the smallest forwards / backwards of
+//!   either layout, one output element per thread (the backward holds a channel's every token in
+//!   one block and stores dweight/dbias itself);
 //! - `ccv1d_bwd_reduce`: sums the partials in a fixed order (deterministic) into dweight/dbias;
 //! - `ccv1d_bwd_states_{dt}`: dinitial_states;
 //! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_stepv_{dt}_w{W}` / `ccv1d_step_{dt}_w{W}`: its
@@ -187,6 +190,7 @@ impl SmallBwd {
     #[cfg(test)]
     pub const NONE: SmallBwd = SmallBwd { pt: false, pe: false };
 }
+
 /// Staged decode step: shared-memory bytes per block and most batch rows per block
 /// (`CCV_UPD_SMEM`, `CCV_UPD_ROWS`).
 pub const UPD_SMEM: i64 = 12288;
@@ -965,7 +969,7 @@ struct PeShape {
 /// BWD_PE_MIN_BLOCK threads. Measured on the H100 (docs/perf.md, session 21; µs, against the
 /// kernels it replaces): seeds' Tiny 1x32x64 2.4-2.5 against 2.8-3.1 (`bwd_pt`, channel-first) and
 /// 3.3-3.4 (`bwd_slab`, channel-last); Small 2x64x256 channel-first 2.9 against 3.4-3.7 (tiled),
-/// channel-last 5.0-5.1 against 5.8-6.4 (two launches). `CCV1D_BWD_PE=0` turns it off.
+/// channel-last 3.9-4.2 against 5.8-6.4 (two launches). `CCV1D_BWD_PE=0` turns it off.
 fn bwd_pe_shape(p: &BwdPlan) -> Option<PeShape> {
     let inp = &p.inp;
     let (b, d, l) = (inp.batch, inp.dim, inp.seqlen);
@@ -1174,7 +1178,8 @@ pub fn bwd_launches(p: &BwdPlan, dev: &DeviceInfo, workspace: usize) -> Result<V
     bwd_launches_pt(p, dev, workspace, SmallBwd::ALL)
 }
 
-/// `bwd_launches` with `bwd_pt` allowed or not (tests give the other kernels small problems too).
+/// `bwd_launches` with the small-problem kernels allowed or not (tests give the other kernels
+/// small problems too).
 pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: SmallBwd) -> Result<Vec<Launch>> {
     let inp = &p.inp;
     check_width(inp.width)?;

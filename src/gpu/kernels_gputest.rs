@@ -1038,8 +1038,9 @@ fn gpu_fwd_pt() {
 }
 
 /// The smallest forwards on `fwd_pe` (an element per thread; up to 2^17 elements here, past the
-/// library's channel-first limits), each case also without it (check_fwd): every dtype and width; channel-last contiguous, padded and misaligned rows and
-/// channel-first contiguous, padded and misaligned ones; 5 to 1040 channels and 3 to 1040
+/// library's channel-first limits), each case also without it (check_fwd): every dtype and
+/// width; channel-last contiguous, padded and misaligned rows and channel-first contiguous,
+/// padded and misaligned ones; 5 to 1040 channels and 3 to 1040
 /// tokens (several blocks either way), rows shorter than the window; weights as whole rows or
 /// padded, bias absent, 16-bit or f32, and the states of `pt_case`. Each case must run on it.
 #[test]

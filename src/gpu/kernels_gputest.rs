@@ -1005,6 +1005,39 @@ fn pt_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w: 
     o
 }
 
+/// The loop of the small-kernel self-tests (`fwd_pt`, `fwd_pe`, `bwd_pt`, `bwd_pe`): every
+/// dtype, layout of `lays`, shape of `shapes(v)` (v: elements of a 16-byte vector) and width 1-8,
+/// each case from `pt_case` (with the weight as whole rows or padded in turn when `vary_w_rows`),
+/// run by `check(case, states, si)`, whose message must name `ccv1d_{family}_{dtype}_w{W}`.
+fn small_kernel_sweep(
+    cu: &Cu,
+    family: &str,
+    lays: &[Lay],
+    shapes: impl Fn(usize) -> Vec<(usize, usize, usize)>,
+    seed: u64,
+    vary_w_rows: bool,
+    check: impl Fn(&ConvOpts, bool, usize) -> String,
+) {
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        for &lay in lays {
+            for (si, &shape) in shapes(16 / dt.size()).iter().enumerate() {
+                for w in 1..=8 {
+                    let states = (si + w) % 2 == 1;
+                    let mut o = pt_case(dt, lay, shape, si, w, seed);
+                    if vary_w_rows {
+                        o.w_rows = (si + w) % 3 != 0;
+                    }
+                    run_case(&format!("{family} {}", describe(&o)), || {
+                        let m = check(&o, states, si);
+                        assert!(m.contains(&format!("[ccv1d_{family}_{}_w{w}", dt_name(dt))), "not on {family}: {m}");
+                        m
+                    });
+                }
+            }
+        }
+    }
+}
+
 /// Small channel-first forwards on `fwd_pt` (a vector per thread), each case also on the tiled
 /// kernels (check_fwd): every dtype and width, contiguous and padded rows, rows of one vector to
 /// past 128 vectors (several grid segments), bias absent, 16-bit or f32, and with states:
@@ -1013,27 +1046,11 @@ fn pt_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w: 
 #[test]
 #[ignore]
 fn gpu_fwd_pt() {
+    // seeds' Tiny and Small; one vector a row; 130 vectors a row (two segments); 3 channels of a
+    // block; W - 1 past a vector (f32, W = 6-8)
+    let shapes = |v| vec![(1, 32, 64), (2, 64, 256), (3, 5, v), (2, 3, 130 * v), (1, 3, 3 * v)];
     with_gpu(|cu| {
-        for dt in [DType::F32, DType::F16, DType::BF16] {
-            let v = 16 / dt.size();
-            for lay in [Lay::Cf, Lay::CfPad] {
-                // seeds' Tiny and Small; one vector a row; 130 vectors a row (two segments);
-                // 3 channels of a block; W - 1 past a vector (f32, W = 6-8)
-                let shapes = [(1, 32, 64), (2, 64, 256), (3, 5, v), (2, 3, 130 * v), (1, 3, 3 * v)];
-                for (si, &(b, d, l)) in shapes.iter().enumerate() {
-                    for w in 1..=8 {
-                        let states = (si + w) % 2 == 1;
-                        let o = pt_case(dt, lay, (b, d, l), si, w, 0);
-                        let name = format!("fwd_pt {}", describe(&o));
-                        run_case(&name, || {
-                            let m = check_fwd(cu, &o, states && w > 1, false);
-                            assert!(m.contains(&format!("[ccv1d_fwd_pt_{}_w{w}", dt_name(dt))), "not on fwd_pt: {m}");
-                            m
-                        });
-                    }
-                }
-            }
-        }
+        small_kernel_sweep(cu, "fwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 0, false, |o, states, _| check_fwd(cu, o, states && o.w > 1, false));
     });
 }
 
@@ -1046,26 +1063,10 @@ fn gpu_fwd_pt() {
 #[test]
 #[ignore]
 fn gpu_fwd_pe() {
+    let shapes = |v| vec![(1, 32, 64), (2, 64, 256), (3, 5, 5), (2, 130 * v, 3), (1, v, 130), (2, 3, 1040)];
+    let lays = [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis];
     with_gpu(|cu| {
-        for dt in [DType::F32, DType::F16, DType::BF16] {
-            let v = 16 / dt.size();
-            for lay in [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis] {
-                let shapes = [(1, 32, 64), (2, 64, 256), (3, 5, 5), (2, 130 * v, 3), (1, v, 130), (2, 3, 1040)];
-                for (si, &(b, d, l)) in shapes.iter().enumerate() {
-                    for w in 1..=8 {
-                        let states = (si + w) % 2 == 1;
-                        let mut o = pt_case(dt, lay, (b, d, l), si, w, 0);
-                        o.w_rows = (si + w) % 3 != 0;
-                        let name = format!("fwd_pe {}", describe(&o));
-                        run_case(&name, || {
-                            let m = check_fwd_with(cu, &o, states && w > 1, false, Some(1 << 17));
-                            assert!(m.contains(&format!("[ccv1d_fwd_pe_{}_w{w}", dt_name(dt))), "not on fwd_pe: {m}");
-                            m
-                        });
-                    }
-                }
-            }
-        }
+        small_kernel_sweep(cu, "fwd_pe", &lays, shapes, 0, true, |o, states, _| check_fwd_with(cu, o, states && o.w > 1, false, Some(1 << 17)));
     });
 }
 
@@ -1079,28 +1080,13 @@ fn gpu_fwd_pe() {
 #[test]
 #[ignore]
 fn gpu_bwd_pt() {
+    // seeds' Tiny, 003's Small (f32: 64 vectors, 2 warps a channel); one vector a row; 15
+    // vectors; 256 tokens in 4 rows; W - 1 past a vector (f32, W = 6-8)
+    let shapes = |v| vec![(1, 32, 64), (2, 64, 128), (7, 5, v), (5, 3, 3 * v), (4, 6, 64)];
     with_gpu(|cu| {
-        for dt in [DType::F32, DType::F16, DType::BF16] {
-            let v = 16 / dt.size();
-            for lay in [Lay::Cf, Lay::CfPad] {
-                // seeds' Tiny, 003's Small (f32: 64 vectors, 2 warps a channel); one vector a
-                // row; 15 vectors; 256 tokens in 4 rows; W - 1 past a vector (f32, W = 6-8)
-                let shapes = [(1, 32, 64), (2, 64, 128), (7, 5, v), (5, 3, 3 * v), (4, 6, 64)];
-                for (si, &(b, d, l)) in shapes.iter().enumerate() {
-                    for w in 1..=8 {
-                        let states = (si + w) % 2 == 1;
-                        let o = pt_case(dt, lay, (b, d, l), si, w, 7);
-                        let dfinal = states && w > 1;
-                        let name = format!("bwd_pt {} dfinal{}", describe(&o), dfinal as u8);
-                        run_case(&name, || {
-                            let m = check_bwd(cu, &o, states, dfinal, true, if si % 2 == 0 { DType::F32 } else { dt });
-                            assert!(m.contains(&format!("[ccv1d_bwd_pt_{}_w{w}", dt_name(dt))), "not on bwd_pt: {m}");
-                            m
-                        });
-                    }
-                }
-            }
-        }
+        small_kernel_sweep(cu, "bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 7, false, |o, states, si| {
+            check_bwd(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt })
+        });
     });
 }
 
@@ -1115,25 +1101,12 @@ fn gpu_bwd_pt() {
 #[test]
 #[ignore]
 fn gpu_bwd_pe() {
+    let shapes = |_| vec![(1, 32, 64), (2, 64, 256), (2, 12, 3), (3, 5, 7), (5, 9, 50)];
+    let lays = [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis];
     with_gpu(|cu| {
-        for dt in [DType::F32, DType::F16, DType::BF16] {
-            for lay in [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis] {
-                let shapes = [(1, 32, 64), (2, 64, 256), (2, 12, 3), (3, 5, 7), (5, 9, 50)];
-                for (si, &(b, d, l)) in shapes.iter().enumerate() {
-                    for w in 1..=8 {
-                        let states = (si + w) % 2 == 1;
-                        let o = pt_case(dt, lay, (b, d, l), si, w, 11);
-                        let dfinal = states && w > 1;
-                        let name = format!("bwd_pe {} dfinal{}", describe(&o), dfinal as u8);
-                        run_case(&name, || {
-                            let m = check_bwd(cu, &o, states, dfinal, true, if si % 2 == 0 { DType::F32 } else { dt });
-                            assert!(m.contains(&format!("[ccv1d_bwd_pe_{}_w{w}", dt_name(dt))), "not on bwd_pe: {m}");
-                            m
-                        });
-                    }
-                }
-            }
-        }
+        small_kernel_sweep(cu, "bwd_pe", &lays, shapes, 11, false, |o, states, si| {
+            check_bwd(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt })
+        });
     });
 }
 

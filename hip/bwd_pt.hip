@@ -1,46 +1,56 @@
-// Backward of small channel-first problems, one 16-byte vector per thread: ccv1d_bwd_pt_*. A
+// Backward of channel-first problems with a channel's vectors in one block: ccv1d_bwd_pt_*. A
 // channel's batch x L/V vectors (q = b * L/V + i: tokens [V i, V i + V) of row b) go to a group of
-// G = 2^rows_log2 >= B L/V consecutive threads, 128 / G channels a block. A thread issues the
-// loads of its x vector, of the vectors its window reaches before it, of its dout vector and of
-// its channel's weights before anything waits on memory; computes g = dout * act'(pre) of its V
-// tokens (the K after its vector are the next threads': through shared memory with SiLU, else
-// dout's next vector); stores V dx; and the group sums its dweight/dbias terms in a fixed order (shuffles, then shared
-// memory across warps) for its first thread to store (CCV_F_DIRECT). One memory round trip, no
-// reduce launch: the tiled kernels spend several round trips and barriers on a problem that is
-// one wave of blocks, and a warp per channel (a chain of several vectors per lane) was slower
-// (seeds' Tiny and Small; docs/perf.md, session 20). kernels.rs (`bwd_pt_rows_log2`) picks it for
-// simple rows (rows mode, no seq_idx) with x, dout and dx on the vector path, L a multiple of V and
-// B L <= 256; initial states, state indices, skipped rows and dfinal are handled here,
-// dinitial_states by the states launch as elsewhere.
+// G = 2^rows_log2 consecutive threads, 128 / G channels a block; a thread takes VPT = 2^brows
+// consecutive vectors of a row (1 on the smallest problems; 2, or 4 for f32, past 128 vectors a
+// channel). A thread issues the loads of its x vectors, of the vectors its window reaches before
+// them, of its dout vectors and of its channel's weights before anything waits on memory;
+// computes g = dout * act'(pre) of its N = V VPT tokens (the K after them are the next threads':
+// through shared memory with SiLU, else dout's next vector); stores N dx; and the group sums its
+// dweight/dbias terms in a fixed order (shuffles, then shared memory across warps) for its first
+// thread to store (CCV_F_DIRECT). One memory round trip, no reduce launch: the tiled kernels
+// spend several round trips and barriers on a problem that is one wave of blocks, and a warp per
+// channel (a chain of several vectors per lane) was slower (seeds' Tiny and Small; docs/perf.md,
+// session 20). kernels.rs (`bwd_pt_shape`) picks it for simple rows (rows mode, no seq_idx) with
+// x, dout and dx on the vector path and L a multiple of the thread's vectors; initial states,
+// state indices, skipped rows and dfinal are handled here (and skipped, with the per-row work,
+// when no state tensor is given), dinitial_states by the states launch as elsewhere.
 #include "instances.h"
 
-template <typename T, int W, bool SILU>
+template <typename T, int W, bool SILU, int VPT, bool ST>
 CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
-  constexpr int K = W - 1, V = Tr<T>::V, WS = CCV_WARP, NT = CCV_NT_bwd_pt, LOG_NT = 7;
+  constexpr int K = W - 1, V = Tr<T>::V, N = V * VPT, WS = CCV_WARP, NT = CCV_NT_bwd_pt, LOG_NT = 7;
   constexpr int NH = (K + V - 1) / V, NHA = NH > 0 ? NH : 1;  // earlier vectors the window reaches
-  // without SiLU, g = dout: the K values after the vector come from dout's next NH vectors
+  // without SiLU, g = dout: the K values after the thread's run come from dout's next NN vectors
   // instead of the next threads' (no shared memory, no barrier before dx)
   constexpr int NN = SILU ? 0 : NH, NNA = NN > 0 ? NN : 1;
   static_assert(NT == 1 << LOG_NT, "thread split assumes 128 threads");
-  // 32-bit indices: kernels.rs keeps dim below 2^31 and B L <= 256 here
+  // 32-bit indices: kernels.rs keeps dim below 2^31 and B L <= 2048 here
   const int lg = P.rows_log2, G = 1 << lg, tid = threadIdx.x, q = tid & (G - 1);
   const int d = (int)((block_linear() << (LOG_NT - lg)) + (tid >> lg));
-  const int L = (int)P.seqlen, nv = L / V;
-  const bool live = d < P.dim && q < (int)P.batch * nv;  // no return: barriers below
-  const int b = live ? q / nv : 0, t = live ? (q - b * nv) * V : 0;
+  const int L = (int)P.seqlen, nv = L / V, qv = q * VPT;  // the thread's first vector of the channel
+  const bool live = d < P.dim && qv < (int)P.batch * nv;  // no return: barriers below
+  // (a power-of-two row length of vectors shifts instead of dividing: uniform)
+  const int b = !live ? 0 : (nv & (nv - 1)) == 0 ? qv >> (31 - __clz(nv)) : qv / nv;
+  const int t = live ? (qv - b * nv) * V : 0;  // nv % VPT == 0 (kernels.rs)
   const T* xp = (const T*)P.x + b * P.x_s[0] + d * P.x_s[1];
   const T* yp = (const T*)P.dout + b * P.dout_s[0] + d * P.dout_s[1];
-  ccv_vec16 raw = make_uint4(0u, 0u, 0u, 0u), dyr = raw, hraw[NHA], nraw[NNA];  // hraw: x at [t - NH V, t)
+  const ccv_vec16 zero = make_uint4(0u, 0u, 0u, 0u);
+  ccv_vec16 raw[VPT], dyr[VPT], hraw[NHA], nraw[NNA];  // hraw: x at [t - NH V, t)
 #pragma unroll
-  for (int m = 0; m < NHA; ++m) hraw[m] = raw;
+  for (int m = 0; m < VPT; ++m) raw[m] = dyr[m] = zero;
 #pragma unroll
-  for (int m = 0; m < NNA; ++m) nraw[m] = raw;
+  for (int m = 0; m < NHA; ++m) hraw[m] = zero;
+#pragma unroll
+  for (int m = 0; m < NNA; ++m) nraw[m] = zero;
   if (live) {
-    raw = ccv_ld16(xp + t);
-    dyr = ccv_ld16(yp + t);
+#pragma unroll
+    for (int m = 0; m < VPT; ++m) {
+      raw[m] = ccv_ld16(xp + t + m * V);
+      dyr[m] = ccv_ld16(yp + t + m * V);
+    }
 #pragma unroll
     for (int m = 0; m < NN; ++m) {
-      const int p = t + (m + 1) * V;
+      const int p = t + N + m * V;
       if (p < L) nraw[m] = ccv_ld16(yp + p);
     }
 #pragma unroll
@@ -49,56 +59,80 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
       if (p >= 0) hraw[m] = ccv_ld16(xp + p);
     }
   }
-  float w[W], bias = 0.f;
-  if (d < P.dim) load_weights<W>(P, d, w, bias);
-  const RowCtx rc = row_ctx(P, b);
-  const bool valid = live && rc.g.valid;  // a skipped row: dx = 0, no dweight/dbias terms
-  float xw[NH * V + V], dy[V];            // x at [t - NH V, t + V)
+  WeightBits<W, 1> wb;
+  load_weight_bits<W, 1>(P, d, d < P.dim ? 1 : 0, wb);
+  // ST: a state tensor or state indices are given. Without them no row is skipped, the window
+  // before a row start is 0 and there is no dfinal: none of the per-row work below.
+  RowCtx rc = {};
+  if (ST) rc = row_ctx(P, b);
+  float w[1][W], bias;
+  weights_from_bits_u<W, 1>(P, wb, w, &bias);
+  const bool valid = live && (!ST || rc.g.valid);  // a skipped row: dx = 0, no dweight/dbias terms
+  float xw[NH * V + N], dy[N];            // x at [t - NH V, t + N)
 #pragma unroll
   for (int m = 0; m < NH; ++m) Tr<T>::unpack(hraw[m], xw + m * V);
-  Tr<T>::unpack(raw, xw + NH * V);
-  Tr<T>::unpack(dyr, dy);
-  if (live && t < K) {  // the row start: the initial state (or 0) before it
+#pragma unroll
+  for (int m = 0; m < VPT; ++m) {
+    Tr<T>::unpack(raw[m], xw + NH * V + m * V);
+    Tr<T>::unpack(dyr[m], dy + m * V);
+  }
+  if (ST && live && t < K) {  // the row start: the initial state (or 0) before it
 #pragma unroll
     for (int i = 0; i < NH * V; ++i) {
       const int p = t - NH * V + i;
       if (p < 0) xw[i] = row_halo<T>(P, rc, d, p, K);
     }
   }
-  float g[V + K];  // g at [t, t + V + K): the thread's own, then the next threads' (0 from L on)
+  float g[N + K];  // g at [t, t + N + K): the thread's own, then the next threads' (0 from L on)
 #pragma unroll
-  for (int e = 0; e < V; ++e) {
+  for (int e = 0; e < N; ++e) {
     float z = bias;
 #pragma unroll
-    for (int k = 0; k < W; ++k) z += w[k] * xw[NH * V + e - K + k];
-    g[e] = valid ? act_grad(z, dy[e], SILU) : 0.f;
-    if (SILU) sg[tid * V + e] = g[e];
+    for (int k = 0; k < W; ++k) z += w[0][k] * xw[NH * V + e - K + k];
+    // without states a dead thread's x and dout are 0, so its g is 0 without the select (a
+    // skipped row's x may be Inf or NaN: there the select keeps them out)
+    const float ge = act_grad(z, dy[e], SILU);
+    g[e] = ST ? (valid ? ge : 0.f) : ge;
   }
   if (SILU) {
+    // the next threads' first K values: a thread stores its first min(K, N) (K > N only when
+    // VPT = 1 and f32 W > 4: then the K values span two threads)
+    constexpr int S = K < N ? (K > 0 ? K : 1) : N;
+#pragma unroll
+    for (int e = 0; e < S; ++e) sg[tid * S + e] = g[e];
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < K; ++k) g[V + k] = live && t + V + k < L ? sg[tid * V + V + k] : 0.f;
+    for (int k = 0; k < K; ++k) g[N + k] = live && t + N + k < L ? sg[(tid + 1 + k / S) * S + k % S] : 0.f;
   } else {
     float dn[NNA * V];
 #pragma unroll
     for (int m = 0; m < NN; ++m) Tr<T>::unpack(nraw[m], dn + m * V);
 #pragma unroll
-    for (int k = 0; k < K; ++k) g[V + k] = valid && t + V + k < L ? dn[k] : 0.f;
+    for (int k = 0; k < K; ++k) g[N + k] = valid && t + N + k < L ? dn[k] : 0.f;
   }
-  float o[V], part[W + 1];
+  float o[N], part[W + 1];
 #pragma unroll
   for (int k = 0; k <= W; ++k) part[k] = 0.f;
 #pragma unroll
-  for (int e = 0; e < V; ++e) {
+  for (int e = 0; e < N; ++e) {
     float acc = 0.f;
 #pragma unroll
-    for (int k = 0; k < W; ++k) acc += w[k] * g[e + K - k];
-    o[e] = valid ? acc + row_dfinal<T>(P, rc, d, t + e, K) : 0.f;
+    for (int k = 0; k < W; ++k) acc += w[0][k] * g[e + K - k];
+    o[e] = valid ? acc : 0.f;
 #pragma unroll
     for (int k = 0; k < W; ++k) part[k] += g[e] * xw[NH * V + e - K + k];
     part[W] += g[e];
   }
-  if (live) stv<T>(P.dx, b * P.dx_s[0] + d * P.dx_s[1] + t, o);
+  // dfinal reaches a row's last K tokens: one test a thread, not one an element
+  if (ST && (P.flags & CCV_F_DFINAL) && valid && t + N > L - K) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) o[e] += row_dfinal<T>(P, rc, d, t + e, K);
+  }
+  if (live) {
+    T* dxp = (T*)P.dx + b * P.dx_s[0] + d * P.dx_s[1] + t;
+#pragma unroll
+    for (int m = 0; m < VPT; ++m) stv<T>(dxp, m * V, o + m * V);
+  }
   // the group's sum, in a fixed order: lanes of a warp by shuffles, then its warps in turn
   const int gw = G < WS ? G : WS;
   for (int m = 1; m < gw; m <<= 1) {
@@ -126,11 +160,26 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
   }
 }
 
+// brows = log2 of the vectors a thread takes (kernels.rs `bwd_pt_shape`): 1 on the smallest
+// problems, 2 or 4 on rows of up to 4 * 128 vectors a channel
+template <typename T, int W, int VPT, bool ST>
+CCV_DEV void bwd_pt_st(const ccv_params& P, float* sg, float* sred) {
+  if (P.flags & CCV_F_SILU) bwd_pt_thread<T, W, true, VPT, ST>(P, sg, sred); else bwd_pt_thread<T, W, false, VPT, ST>(P, sg, sred);
+}
+// (rows are skipped by state indices even without a state tensor, so both flags count)
+template <typename T, int W, int VPT>
+CCV_DEV void bwd_pt_vpt(const ccv_params& P, float* sg, float* sred) {
+  if (P.flags & (CCV_F_STATES_ANY | CCV_F_STATE_IDX)) bwd_pt_st<T, W, VPT, true>(P, sg, sred);
+  else bwd_pt_st<T, W, VPT, false>(P, sg, sred);
+}
 template <typename T, int W>
 CCV_DEV void bwd_pt_body(const ccv_params& P) {
-  __shared__ float sg[CCV_NT_bwd_pt * Tr<T>::V];
+  __shared__ float sg[CCV_NT_bwd_pt * (W - 1 > 0 ? W - 1 : 1)];
   __shared__ float sred[CCV_NT_bwd_pt / CCV_WARP * (W + 1)];
-  if (P.flags & CCV_F_SILU) bwd_pt_thread<T, W, true>(P, sg, sred); else bwd_pt_thread<T, W, false>(P, sg, sred);
+  constexpr int VMAX = 16 / Tr<T>::V;  // at most 16 tokens a thread (registers)
+  if (P.brows == 0) bwd_pt_vpt<T, W, 1>(P, sg, sred);
+  else if (P.brows == 1 || VMAX < 4) bwd_pt_vpt<T, W, 2>(P, sg, sred);
+  else bwd_pt_vpt<T, W, VMAX>(P, sg, sred);
 }
 
 CCV_INSTANTIATE_W(bwd_pt)

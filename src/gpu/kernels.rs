@@ -20,8 +20,8 @@
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);
 //! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
 //!   channels of every row and token, and stores dweight/dbias itself);
-//! - `ccv1d_bwd_pt_{dt}_w{W}`: small channel-first backward in one launch (a vector per thread,
-//!   a channel's vectors in one block; it stores dweight/dbias itself);
+//! - `ccv1d_bwd_pt_{dt}_w{W}`: small channel-first backward in one launch (1, 2 or 4 vectors a
+//!   thread, a channel's vectors in one block; it stores dweight/dbias itself);
 //! - `ccv1d_fwd_pe_{dt}_w{W}` / `ccv1d_bwd_pe_{dt}_w{W}`: the smallest forwards / backwards of
 //!   either layout, one output element per thread (the backward holds a channel's every token in
 //!   one block and stores dweight/dbias itself);
@@ -169,10 +169,17 @@ pub const NT_SLAB: u32 = 256;
 pub const SLAB_VECS: i64 = 1;
 pub const SLAB_ELEMS: i64 = 4608;
 pub const SLAB_ROWS: i64 = 64;
-/// `ccv1d_bwd_pt_*` (`CCV_NT_bwd_pt`): threads per block (a channel's 16-byte vectors, a thread
-/// each, lie in one block), and the most tokens (B L) of a channel it takes.
+/// `ccv1d_bwd_pt_*` (`CCV_NT_bwd_pt`): threads per block (a channel's 16-byte vectors lie in one
+/// block), and the most tokens (B L) of a channel it takes on any grid and width.
 pub const NT_BWD_PT: u32 = 128;
 pub const BWD_PT_TOKENS: i64 = 256;
+
+/// `ccv1d_bwd_pt_*`'s split: 2^lg threads a channel (rows_log2), 2^vl vectors a thread (brows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PtShape {
+    pub lg: i32,
+    pub vl: i32,
+}
 /// `ccv1d_bwd_pe_*` (`CCV_NT_bwd_pe`): the most threads of a block (a block holds a channel's
 /// every token, padded to powers of two), and the fewest (two 32-wide or one 64-wide wave).
 pub const NT_BWD_PE: i64 = 512;
@@ -183,12 +190,16 @@ pub const BWD_PE_MIN_BLOCK: i64 = 64;
 pub struct SmallBwd {
     pub pt: bool,
     pub pe: bool,
+    /// `bwd_pt`'s most tokens (B L) a channel when given (tests); else `bwd_pt_tokens`.
+    pub pt_tokens: Option<i64>,
 }
 
 impl SmallBwd {
-    pub const ALL: SmallBwd = SmallBwd { pt: true, pe: true };
+    pub const ALL: SmallBwd = SmallBwd { pt: true, pe: true, pt_tokens: None };
     #[cfg(test)]
-    pub const NONE: SmallBwd = SmallBwd { pt: false, pe: false };
+    pub const NONE: SmallBwd = SmallBwd { pt: false, pe: false, pt_tokens: None };
+    #[cfg(test)]
+    pub const NO_PE: SmallBwd = SmallBwd { pt: true, pe: false, pt_tokens: None };
 }
 
 /// Staged decode step: shared-memory bytes per block and most batch rows per block
@@ -867,7 +878,7 @@ fn bwd_params(p: &BwdPlan) -> KParams {
 }
 
 /// Main backward geometry, or None when there is no token (no main kernel, no partials).
-/// `small`: the small-problem kernels it may take (`bwd_pe_shape`, `bwd_pt_rows_log2`).
+/// `small`: the small-problem kernels it may take (`bwd_pe_shape`, `bwd_pt_shape`).
 fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option<MainGeom>> {
     let inp = &p.inp;
     if inp.batch <= 0 || inp.dim <= 0 || inp.seqlen <= 0 {
@@ -879,9 +890,9 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         let n = ceil_div(inp.dim, 1 << pe.c);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
-    if let Some(r) = bwd_pt_rows_log2(p).filter(|_| small.pt) {
+    if let Some(pt) = bwd_pt_shape(p, small, dev) {
         // a channel's every batch row in one block: one partial row, stored directly
-        let n = ceil_div(inp.dim, NT_BWD_PT as i64 >> r);
+        let n = ceil_div(inp.dim, NT_BWD_PT as i64 >> pt.lg);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
     if let Some(lc) = bwd_slab_channels_log2(p, dev) {
@@ -991,17 +1002,26 @@ fn bwd_pe_shape(p: &BwdPlan) -> Option<PeShape> {
 /// shape it was measured on.
 const BWD_PE_MAX_ELEMS: i64 = 1 << 15;
 
-/// Small channel-first backwards on `ccv1d_bwd_pt_*` (bwd_pt.hip: a 16-byte vector per thread,
-/// every load issued before the first wait, a channel's vectors in one block that sums and stores
-/// its dweight/dbias, no reduce launch): simple rows (rows mode, no seq_idx), x, dout and dx on
-/// the vector path, L a multiple of the vector, and at most BWD_PT_TOKENS tokens (B L) a channel:
-/// where it was measured faster (H100, docs/perf.md, session 20; µs, against the tiled kernels:
-/// seeds' Tiny 1x32x64 f32 / f16 / bf16 2.9 / 3.1 / 2.8 against 3.8 / 3.9 / 3.9, 003's Small
-/// 2x64x128 3.5 / 3.3 / 3.0 against 3.6 / 3.9 / 3.8; at 512 tokens it lost, 000's Small 2x64x256
-/// 3.7 / 3.8 / 3.6 against 3.4 / 3.7 / 3.7, with SiLU 3.9 / 4.3 / 4.1 against 3.6 / 4.0 / 4.0).
-/// Returns r, the log2 of the threads per channel (2^r >= B L/V), or None for the other kernels.
-/// `CCV1D_BWD_PT=0` turns it off.
-fn bwd_pt_rows_log2(p: &BwdPlan) -> Option<i32> {
+/// Channel-first backwards on `ccv1d_bwd_pt_*` (bwd_pt.hip: 16-byte vectors of a channel's
+/// tokens per thread, every load issued before the first wait, a channel's vectors in one block
+/// that sums and stores its dweight/dbias, no reduce launch): simple rows (rows mode, no seq_idx),
+/// x, dout and dx on the vector path, L a multiple of a thread's vectors. Up to 128 vectors a
+/// channel a thread takes one; past that 2 (16-bit) or up to 4 (f32), so at most 2048 tokens
+/// (B L) a channel. Where it was measured faster (H100, docs/perf.md; µs against the other
+/// kernels), the default:
+/// - up to BWD_PT_TOKENS tokens (session 20): seeds' Tiny 1x32x64 f32 / f16 / bf16 2.9 / 3.1 /
+///   2.8 against 3.8 / 3.9 / 3.9, 003's Small 2x64x128 3.5 / 3.3 / 3.0 against 3.6 / 3.9 / 3.8
+///   (at 512 tokens it lost then: 000's Small 2x64x256 3.7 / 3.8 / 3.6 against 3.4 / 3.7 / 3.7);
+/// - up to 2048 tokens at W <= BWD_PT_WIDE_MAX_WIDTH on grids of at most
+///   BWD_PT_WIDE_BLOCKS_PER_SM blocks a multiprocessor (session 22, W = 4, SiLU / none):
+///   4x64x512 f32 4.5 / 3.9 against 5.7 / 5.5, bf16 3.7 / 3.4 against 4.0 / 3.7; 4x256x512 f32
+///   6.7 / 5.6 against 7.4 / 7.3; 8x512x256 bf16 6.2 / 5.6 against 7.3 / 6.7; faster at W = 2 and
+///   3 in every dtype too. On wider grids it lost (4x1024x512 f32 15.1 / 13.9 against 12.1 /
+///   11.9, 4x4096x512 f32 42.7 against 38.0), and at W >= 5 in some rows (8x512x256 f32 W = 5
+///   9.7 against 8.3, 4x64x512 bf16 W = 8 5.1 against 4.8).
+/// `CCV1D_BWD_PT=N` (or `small.pt_tokens`) takes it up to N tokens at any width and grid instead
+/// (0: never).
+fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShape> {
     let inp = &p.inp;
     let (b, d, l) = (inp.batch, inp.dim, inp.seqlen);
     let v = 16 / inp.x.dtype.size() as i64;
@@ -1009,17 +1029,33 @@ fn bwd_pt_rows_log2(p: &BwdPlan) -> Option<i32> {
     let dims = [b, d, l];
     let simple = inp.seq_idx.is_none() && matches!(inp.seqs, Seqs::Rows);
     let vec = [&inp.x, &p.dout, &p.dx].iter().all(|t| vec_ok(t, lay, dims));
-    let fits = knob(Knob::BwdPt) != Some(0)
-        && choose_layout(&inp.x, d, l) == lay
-        && simple
-        && vec
-        && l % v == 0
-        && b >= 1
-        && l >= v
-        && b.saturating_mul(l) <= BWD_PT_TOKENS
-        && d <= i32::MAX as i64;
-    fits.then(|| ((b * (l / v)) as u64).next_power_of_two().trailing_zeros() as i32)
+    let fits = small.pt && choose_layout(&inp.x, d, l) == lay && simple && vec && l % v == 0 && b >= 1 && l >= v && d <= i32::MAX as i64;
+    if !fits {
+        return None;
+    }
+    let vectors = b.checked_mul(l / v)?;
+    let vmax_log2 = if v == 4 { 2 } else { 1 };
+    let vl = (0..=vmax_log2).find(|&vl| vectors <= (NT_BWD_PT as i64) << vl)?;
+    if (l / v) % (1 << vl) != 0 {
+        return None;
+    }
+    let lg = (ceil_div(vectors, 1 << vl) as u64).next_power_of_two().trailing_zeros() as i32;
+    let tokens = b * l;
+    let take = match small.pt_tokens.or(knob(Knob::BwdPt)) {
+        Some(n) => tokens <= n,
+        None => {
+            let blocks = ceil_div(d, NT_BWD_PT as i64 >> lg);
+            let wide_ok = inp.width <= BWD_PT_WIDE_MAX_WIDTH && blocks <= BWD_PT_WIDE_BLOCKS_PER_SM * dev.multiprocessors as i64;
+            tokens <= BWD_PT_TOKENS || wide_ok
+        }
+    };
+    take.then_some(PtShape { lg, vl })
 }
+
+/// `bwd_pt` past BWD_PT_TOKENS tokens a channel: the most blocks a multiprocessor of its grid,
+/// and the widest window.
+const BWD_PT_WIDE_BLOCKS_PER_SM: i64 = 4;
+const BWD_PT_WIDE_MAX_WIDTH: i64 = 4;
 
 /// Tokens of one warp span of `ccv1d_{fwd,bwd}_cfw_*`: CF_ITEMS 16-byte vectors per lane.
 fn warp_span_tokens(dt: DType, dev: &DeviceInfo) -> i64 {
@@ -1212,8 +1248,9 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
                 km.flags |= F_PE_TOKENS;
             }
             ("pe", 1u32 << (pe.c + pe.r))
-        } else if let Some(r) = bwd_pt_rows_log2(p).filter(|_| small.pt) {
-            km.rows_log2 = r;
+        } else if let Some(pt) = bwd_pt_shape(p, small, dev) {
+            km.rows_log2 = pt.lg;
+            km.brows = pt.vl;
             ("pt", NT_BWD_PT)
         } else if let Some(lc) = bwd_slab_channels_log2(p, dev) {
             km.rows_log2 = lc;
@@ -1437,7 +1474,7 @@ enum Knob {
     /// `CCV1D_CL_FWD`: 0 / 1 = the channel-last forward of simple rows on `fwd_cl` / on
     /// `fwd_clw` wherever it can run.
     ClFwd,
-    /// `CCV1D_BWD_PT`: 0 = the small channel-first backward never on `bwd_pt`.
+    /// `CCV1D_BWD_PT`: `bwd_pt` up to N tokens a channel on any grid and width; 0 = never.
     BwdPt,
     /// `CCV1D_FWD_PE`: most elements of x of a forward on `fwd_pe` (0: never).
     FwdPe,
@@ -2035,12 +2072,12 @@ mod tests {
         let slab = |dt: DType, lay: u8, b: i64, d: i64, l: i64, w: i64| {
             let st = if lay == 0 { cf(b, d, l) } else { cl(b, d, l) };
             let p = bwd_plan(inputs(dt, b, d, l, w, st));
-            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
+            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, SmallBwd::NO_PE).unwrap();
             let k = params_of(&v[0]);
             let one = v[0].kernel.starts_with("ccv1d_bwd_slab_");
             if one {
                 // the whole dweight/dbias in the block: no workspace, no reduce launch
-                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes_pt(&p, &h100(), SmallBwd { pt: true, pe: false })), (1, F_DIRECT, 0));
+                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes_pt(&p, &h100(), SmallBwd::NO_PE)), (1, F_DIRECT, 0));
                 assert_eq!(k.n_blocks, ceil_div(d, 1 << k.rows_log2));
                 assert_eq!(v[0].block[0], NT_SLAB);
                 let c = 1i64 << k.rows_log2;
@@ -2070,36 +2107,52 @@ mod tests {
         assert!(!bwd_launches(&p, &h100(), 0x8000_0000).unwrap()[0].kernel.contains("slab"));
     }
 
-    /// Small channel-first problems on `bwd_pt`: a vector per thread, 2^r >= B L/V threads a
+    /// Channel-first problems on `bwd_pt`: 2^vl vectors a thread, 2^r >= B L/V/2^vl threads a
     /// channel, 128 >> r channels a block; one launch, no workspace; who else gets them.
     #[test]
     fn bwd_pt_choice() {
         let dev = h100();
-        // the channels' threads per block (log2) on bwd_pt, or None
-        let pt_rows = |p: &BwdPlan| {
-            let v = bwd_launches_pt(p, &dev, 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
+        // (log2 of the channels' threads per block, log2 of a thread's vectors) on bwd_pt, or None
+        let pt_with = |p: &BwdPlan, small: SmallBwd| {
+            let v = bwd_launches_pt(p, &dev, 0x8000_0000, small).unwrap();
             let k = params_of(&v[0]);
             v[0].kernel.starts_with("ccv1d_bwd_pt_").then(|| {
-                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes_pt(p, &dev, SmallBwd { pt: true, pe: false })), (1, F_DIRECT, 0));
+                assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes_pt(p, &dev, small)), (1, F_DIRECT, 0));
                 let per_block = NT_BWD_PT as i64 >> k.rows_log2;
                 assert_eq!((k.n_blocks, v[0].block[0]), (ceil_div(p.inp.dim, per_block), NT_BWD_PT));
                 assert_eq!(v[0].grid, [k.n_blocks as u32, 1, 1]);
-                k.rows_log2
+                (k.rows_log2, k.brows)
             })
         };
+        let pt_rows = |p: &BwdPlan| pt_with(p, SmallBwd::NO_PE);
         let cf_plan = |dt: DType, b: i64, d: i64, l: i64, w: i64| bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let v = 16 / dt.size() as i64;
             let lv = |n: i64| n.trailing_zeros() as i32;
+            let wide = if v == 4 { 2 } else { 1 };  // vectors a thread (log2) at 2048 tokens
             for w in [1, 4, 8] {
-                // the seeds' Tiny and 003's Small; 256 tokens a channel at most (not 000's Small)
-                assert_eq!(pt_rows(&cf_plan(dt, 1, 32, 64, w)), Some(lv(64 / v)));
-                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 128, w)), Some(lv(256 / v)));
-                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 256, w)), None);
-                assert_eq!(pt_rows(&cf_plan(dt, 3, 5, v, w)), Some(2));
-                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64, w)), Some(lv(256 / v)));
-                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64 + v, w)), None);
-                assert_eq!(pt_rows(&cf_plan(dt, 4, 64, 512, w)), None);
+                // the seeds' Tiny and 003's Small: one vector a thread
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 32, 64, w)), Some((lv(64 / v), 0)));
+                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 128, w)), Some((lv(256 / v), 0)));
+                assert_eq!(pt_rows(&cf_plan(dt, 3, 5, v, w)), Some((2, 0)));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64, w)), Some((lv(256 / v), 0)));
+                // past 256 tokens on grids of at most 4 blocks a multiprocessor (132 SMs): 000's
+                // Small and Medium, 003's Medium, 8x512x256; a ragged row (17 or 9 vectors)
+                // (W <= 4; wider windows keep the other kernels there)
+                let on = |pt: (i32, i32)| (w <= 4).then_some(pt);
+                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 256, w)), on((lv(512 / v), 0)));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 64, 512, w)), on((7, wide)));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 256, 512, w)), on((7, wide)));
+                assert_eq!(pt_rows(&cf_plan(dt, 8, 512, 256, w)), on((7, wide)));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64 + v, w)), on((if v == 4 { 7 } else { 6 }, 0)));
+                // wider grids: the other kernels, unless the limit is given (any width then)
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 1024, 512, w)), None);
+                let any_grid = SmallBwd { pt_tokens: Some(2048), ..SmallBwd::NO_PE };
+                assert_eq!(pt_with(&cf_plan(dt, 4, 1024, 512, w), any_grid), Some((7, wide)));
+                assert_eq!(pt_with(&cf_plan(dt, 2, 64, 128, w), SmallBwd { pt_tokens: Some(255), ..SmallBwd::NO_PE }), None);
+                // past 128 << vl vectors a channel, or a row not a multiple of a thread's vectors
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 3, 4096, w)), None);
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 5, 129 * v, w)), None);
                 // L not a multiple of the vector, channel-last: the other kernels
                 assert_eq!(pt_rows(&cf_plan(dt, 1, 32, v + 1, w)), None);
                 assert_eq!(pt_rows(&bwd_plan(inputs(dt, 1, 32, 64, w, cl(1, 32, 64)))), None);
@@ -2111,7 +2164,7 @@ mod tests {
             }
         }
         // 64-wide waves: the same geometry (the block's groups do not depend on the warp)
-        let v = bwd_launches_pt(&cf_plan(DType::BF16, 4, 5, 64, 4), &mi300(), 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
+        let v = bwd_launches_pt(&cf_plan(DType::BF16, 4, 5, 64, 4), &mi300(), 0x8000_0000, SmallBwd::NO_PE).unwrap();
         assert_eq!((v[0].kernel.as_str(), params_of(&v[0]).n_blocks), ("ccv1d_bwd_pt_bf16_w4", 2));
         // seq_idx: the other kernels
         let mut p = cf_plan(DType::F32, 1, 32, 64, 4);
@@ -2125,7 +2178,7 @@ mod tests {
     fn bwd_clw_choice() {
         let family_on = |dt: DType, b: i64, d: i64, l: i64, w: i64, dpad: i64| {
             let p = bwd_plan(inputs(dt, b, d, l, w, [l * dpad, 1, dpad]));
-            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
+            let v = bwd_launches_pt(&p, &h100(), 0x8000_0000, SmallBwd::NO_PE).unwrap();
             if v[0].kernel.contains("_clw_") {
                 check_clw_geometry(&v[0], b, d, l);
             }
@@ -2196,8 +2249,8 @@ mod tests {
                 p.inp.initial_states = Some(view(0x7400_0000, DType::BF16, [d * 8, 8, 1]));
                 p.dinitial_states = Some(view(0x7500_0000, DType::BF16, [d * 8, 8, 1]));
                 let dev = if lay == 0 { h100() } else { mi300() };
-                let bytes = bwd_workspace_bytes_pt(&p, &dev, SmallBwd { pt: true, pe: false });
-                let v = bwd_launches_pt(&p, &dev, 0x8000_0000, SmallBwd { pt: true, pe: false }).unwrap();
+                let bytes = bwd_workspace_bytes_pt(&p, &dev, SmallBwd::NO_PE);
+                let v = bwd_launches_pt(&p, &dev, 0x8000_0000, SmallBwd::NO_PE).unwrap();
                 let names: Vec<_> = v.iter().map(|l| l.kernel.clone()).collect();
                 // channel-last: the streaming kernel when every tensor is on the vector path
                 // channel-first: warp spans for rows of whole vectors and at least one span
@@ -2229,7 +2282,8 @@ mod tests {
                 let direct = km.n_partials == 1;
                 let whole_short = short && b > 1 && b & (b - 1) == 0 && b <= 1 << km.rows_log2;
                 assert_eq!(direct, b == 1 || (grouped && km.brows as i64 == b && km.n_chunks == 1) || whole_short || slab || pt);
-                assert!(km.brows >= 1 && (km.brows == 1 || grouped || whole_short || slab || pt));
+                // (bwd_pt: brows = log2 of a thread's vectors, 0 at these sizes)
+                assert!(if pt { km.brows == 0 } else { km.brows >= 1 && (km.brows == 1 || grouped || whole_short || slab) });
                 assert_eq!(whole_short, short && km.brows > 1);
                 let mut want = vec![format!("ccv1d_bwd_{tag}_bf16_w{w}")];
                 if !direct {
@@ -2242,7 +2296,7 @@ mod tests {
                 for l in &v {
                     check_grid(l);
                 }
-                assert_eq!(km.n_partials, ceil_div(b, km.brows as i64) * km.n_chunks);
+                assert_eq!(km.n_partials, if pt { 1 } else { ceil_div(b, km.brows as i64) * km.n_chunks });
                 if short {
                     assert_eq!(km.n_blocks, ceil_div(b * d, 1 << km.rows_log2) * km.n_chunks);
                 } else if grouped {
@@ -2250,7 +2304,7 @@ mod tests {
                 }
                 if direct {
                     assert_eq!((bytes, km.ws, km.flags & F_DIRECT), (0, 0, F_DIRECT));
-                    assert_eq!(bwd_launches_pt(&p, &dev, 0, SmallBwd { pt: true, pe: false }).unwrap()[0].params, v[0].params, "no workspace needed");
+                    assert_eq!(bwd_launches_pt(&p, &dev, 0, SmallBwd::NO_PE).unwrap()[0].params, v[0].params, "no workspace needed");
                     continue;
                 }
                 assert_eq!(km.flags & F_DIRECT, 0);
@@ -2307,7 +2361,7 @@ mod tests {
         let mut p = bwd_plan(inputs(DType::F32, 2, 16, 0, 4, cf(2, 16, 0)));
         p.inp.initial_states = Some(view(0x7400_0000, DType::F32, [16 * 3, 3, 1]));
         p.dinitial_states = Some(view(0x7500_0000, DType::F32, [16 * 3, 3, 1]));
-        assert_eq!(bwd_workspace_bytes_pt(&p, &h100(), SmallBwd { pt: true, pe: false }), 0);
+        assert_eq!(bwd_workspace_bytes_pt(&p, &h100(), SmallBwd::NO_PE), 0);
         let v = bwd_launches(&p, &h100(), 0).unwrap();
         assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_bwd_reduce", "ccv1d_bwd_states_f32"]);
         assert_eq!(params_of(&v[0]).n_partials, 0);

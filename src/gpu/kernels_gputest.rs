@@ -651,11 +651,16 @@ fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt
 // ------------------------------------------------------------------ backward
 
 fn check_bwd(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType) -> String {
-    let mut msg = check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd::ALL);
+    check_bwd_with(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd::ALL)
+}
+
+/// check_bwd with the small kernels of `small` allowed on the first run.
+fn check_bwd_with(cu: &Cu, o: &ConvOpts, dinit: bool, dfinal: bool, dbias: bool, dw_dt: DType, small: SmallBwd) -> String {
+    let mut msg = check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, small);
     // a small problem on bwd_pe: bwd_pt or the others too, and one on bwd_pt: the others too
     // (their small-shape coverage)
     if msg.contains("[ccv1d_bwd_pe_") {
-        msg += &format!("; without bwd_pe: {}", check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd { pt: true, pe: false }));
+        msg += &format!("; without bwd_pe: {}", check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd { pe: false, ..small }));
     }
     if msg.contains("[ccv1d_bwd_pt_") {
         msg += &format!("; tiled: {}", check_bwd_on(cu, o, dinit, dfinal, dbias, dw_dt, SmallBwd::NONE));
@@ -1086,6 +1091,33 @@ fn gpu_bwd_pt() {
     with_gpu(|cu| {
         small_kernel_sweep(cu, "bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 7, false, |o, states, si| {
             check_bwd(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt })
+        });
+    });
+}
+
+/// Channel-first backwards on `bwd_pt` with a channel's 129 to 512 vectors (2 or, f32, 4
+/// vectors a thread; up to 2048 tokens, past the library's default limit), each case also on the
+/// other kernels (check_bwd): every dtype and width, contiguous and padded rows, rows ending
+/// inside a warp and a thread's run, a group of 128 threads partly live, 130 channels (130
+/// blocks), 128 vectors of 512 tokens on one vector a thread, and the states, bias and dweight
+/// dtypes of `gpu_bwd_pt` (with state tensors and without: the kernel's two paths). Each case
+/// must run on it.
+#[test]
+#[ignore]
+fn gpu_bwd_pt_vectors() {
+    // 256 vectors in 2 rows; 512 (f32) / 256 vectors of one row; 210 in 3 rows of 70; 200 in 5
+    // rows of 40; 128 vectors (one a thread) over 130 channels; f32: 384 vectors on 4 a thread
+    let shapes = |v| {
+        let mut s = vec![(2, 5, 128 * v), (1, 3, 2048), (3, 4, 70 * v), (5, 6, 40 * v), (2, 130, 64 * v)];
+        if v == 4 {
+            s.push((4, 2, 96 * v));
+        }
+        s
+    };
+    let small = SmallBwd { pt_tokens: Some(2048), ..SmallBwd::ALL };
+    with_gpu(|cu| {
+        small_kernel_sweep(cu, "bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 13, false, |o, states, si| {
+            check_bwd_with(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt }, small)
         });
     });
 }

@@ -1016,7 +1016,7 @@ const BWD_PE_MAX_ELEMS: i64 = 1 << 15;
 ///   BWD_PT_WIDE_BLOCKS_PER_SM blocks a multiprocessor (session 22, W = 4, SiLU / none):
 ///   4x64x512 f32 4.5 / 3.9 against 5.7 / 5.5, bf16 3.7 / 3.4 against 4.0 / 3.7; 4x256x512 f32
 ///   6.7 / 5.6 against 7.4 / 7.3; 8x512x256 bf16 6.2 / 5.6 against 7.3 / 6.7; faster at W = 2 and
-///   3 in every dtype too. On wider grids it lost (4x1024x512 f32 15.1 / 13.9 against 12.1 /
+///   3 in every dtype too (W = 1 not measured). On wider grids it lost (4x1024x512 f32 15.1 / 13.9 against 12.1 /
 ///   11.9, 4x4096x512 f32 42.7 against 38.0), and at W >= 5 in some rows (8x512x256 f32 W = 5
 ///   9.7 against 8.3, 4x64x512 bf16 W = 8 5.1 against 4.8).
 /// `CCV1D_BWD_PT=N` (or `small.pt_tokens`) takes it up to N tokens at any width and grid instead

@@ -180,6 +180,7 @@ pub struct PtShape {
     pub lg: i32,
     pub vl: i32,
 }
+
 /// `ccv1d_bwd_pe_*` (`CCV_NT_bwd_pe`): the most threads of a block (a block holds a channel's
 /// every token, padded to powers of two), and the fewest (two 32-wide or one 64-wide wave).
 pub const NT_BWD_PE: i64 = 512;
@@ -190,7 +191,8 @@ pub const BWD_PE_MIN_BLOCK: i64 = 64;
 pub struct SmallBwd {
     pub pt: bool,
     pub pe: bool,
-    /// `bwd_pt`'s most tokens (B L) a channel when given (tests); else `bwd_pt_tokens`.
+    /// `bwd_pt`'s most tokens (B L) a channel on any grid when given (tests); else the rule of
+    /// `bwd_pt_shape`.
     pub pt_tokens: Option<i64>,
 }
 
@@ -1016,9 +1018,9 @@ const BWD_PE_MAX_ELEMS: i64 = 1 << 15;
 ///   BWD_PT_WIDE_BLOCKS_PER_SM blocks a multiprocessor (session 22, W = 4, SiLU / none):
 ///   4x64x512 f32 4.5 / 3.9 against 5.7 / 5.5, bf16 3.7 / 3.4 against 4.0 / 3.7; 4x256x512 f32
 ///   6.7 / 5.6 against 7.4 / 7.3; 8x512x256 bf16 6.2 / 5.6 against 7.3 / 6.7; faster at W = 2 and
-///   3 in every dtype too (W = 1 not measured). On wider grids it lost (4x1024x512 f32 15.1 / 13.9 against 12.1 /
-///   11.9, 4x4096x512 f32 42.7 against 38.0), and at W >= 5 in some rows (8x512x256 f32 W = 5
-///   9.7 against 8.3, 4x64x512 bf16 W = 8 5.1 against 4.8).
+///   3 in every dtype too (W = 1 not measured). On wider grids it lost (4x1024x512 f32 15.1 /
+///   13.9 against 12.1 / 11.9, 4x4096x512 f32 42.7 against 38.0), and at W >= 5 in some rows
+///   (8x512x256 f32 W = 5 9.7 against 8.3, 4x64x512 bf16 W = 8 5.1 against 4.8).
 /// `CCV1D_BWD_PT=N` (or `small.pt_tokens`) takes it up to N tokens at any width and grid instead
 /// (0: never).
 fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShape> {
@@ -1029,7 +1031,14 @@ fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShap
     let dims = [b, d, l];
     let simple = inp.seq_idx.is_none() && matches!(inp.seqs, Seqs::Rows);
     let vec = [&inp.x, &p.dout, &p.dx].iter().all(|t| vec_ok(t, lay, dims));
-    let fits = small.pt && choose_layout(&inp.x, d, l) == lay && simple && vec && l % v == 0 && b >= 1 && l >= v && d <= i32::MAX as i64;
+    let fits = small.pt
+        && choose_layout(&inp.x, d, l) == lay
+        && simple
+        && vec
+        && l % v == 0
+        && b >= 1
+        && l >= v
+        && d <= i32::MAX as i64;
     if !fits {
         return None;
     }
@@ -1045,7 +1054,8 @@ fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShap
         Some(n) => tokens <= n,
         None => {
             let blocks = ceil_div(d, NT_BWD_PT as i64 >> lg);
-            let wide_ok = inp.width <= BWD_PT_WIDE_MAX_WIDTH && blocks <= BWD_PT_WIDE_BLOCKS_PER_SM * dev.multiprocessors as i64;
+            let narrow = blocks <= BWD_PT_WIDE_BLOCKS_PER_SM * dev.multiprocessors as i64;
+            let wide_ok = inp.width <= BWD_PT_WIDE_MAX_WIDTH && narrow;
             tokens <= BWD_PT_TOKENS || wide_ok
         }
     };
@@ -2129,7 +2139,7 @@ mod tests {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let v = 16 / dt.size() as i64;
             let lv = |n: i64| n.trailing_zeros() as i32;
-            let wide = if v == 4 { 2 } else { 1 };  // vectors a thread (log2) at 2048 tokens
+            let wide = if v == 4 { 2 } else { 1 }; // vectors a thread (log2) at 2048 tokens
             for w in [1, 4, 8] {
                 // the seeds' Tiny and 003's Small: one vector a thread
                 assert_eq!(pt_rows(&cf_plan(dt, 1, 32, 64, w)), Some((lv(64 / v), 0)));

@@ -1099,7 +1099,7 @@ fn gpu_bwd_pt() {
 /// vectors a thread; up to 2048 tokens, past the library's default limit), each case also on the
 /// other kernels (check_bwd): every dtype and width, contiguous and padded rows, rows ending
 /// inside a warp and a thread's run, a group of 128 threads partly live, 130 channels (130
-/// blocks), 128 vectors of 512 tokens on one vector a thread, and the states, bias and dweight
+/// blocks), 128 vectors (512 or 1024 tokens) on one vector a thread, and the states, bias and dweight
 /// dtypes of `gpu_bwd_pt` (with state tensors and without: the kernel's two paths). Each case
 /// must run on it.
 #[test]

@@ -12,8 +12,9 @@
 // channel (a chain of several vectors per lane) was slower (seeds' Tiny and Small; docs/perf.md,
 // session 20). kernels.rs (`bwd_pt_shape`) picks it for simple rows (rows mode, no seq_idx) with
 // x, dout and dx on the vector path and L a multiple of the thread's vectors; initial states,
-// state indices, skipped rows and dfinal are handled here (and skipped, with the per-row work,
-// when no state tensor is given), dinitial_states by the states launch as elsewhere.
+// state indices, skipped rows and dfinal are handled here (the per-row work is skipped when
+// neither a state tensor nor state indices are given), dinitial_states by the states launch as
+// elsewhere.
 #include "instances.h"
 
 template <typename T, int W, bool SILU, int VPT, bool ST>
@@ -160,8 +161,6 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
   }
 }
 
-// brows = log2 of the vectors a thread takes (kernels.rs `bwd_pt_shape`): 1 on the smallest
-// problems, 2 or 4 on rows of up to 4 * 128 vectors a channel
 template <typename T, int W, int VPT, bool ST>
 CCV_DEV void bwd_pt_st(const ccv_params& P, float* sg, float* sred) {
   if (P.flags & CCV_F_SILU) bwd_pt_thread<T, W, true, VPT, ST>(P, sg, sred); else bwd_pt_thread<T, W, false, VPT, ST>(P, sg, sred);
@@ -172,6 +171,8 @@ CCV_DEV void bwd_pt_vpt(const ccv_params& P, float* sg, float* sred) {
   if (P.flags & (CCV_F_STATES_ANY | CCV_F_STATE_IDX)) bwd_pt_st<T, W, VPT, true>(P, sg, sred);
   else bwd_pt_st<T, W, VPT, false>(P, sg, sred);
 }
+// brows = log2 of the vectors a thread takes (kernels.rs `bwd_pt_shape`): one vector on the
+// smallest problems, 2 (16-bit) or up to 4 (f32) past 128 vectors a channel
 template <typename T, int W>
 CCV_DEV void bwd_pt_body(const ccv_params& P) {
   __shared__ float sg[CCV_NT_bwd_pt * (W - 1 > 0 ? W - 1 : 1)];

@@ -79,7 +79,8 @@ struct ccv_params {
                       // along the fast dimension (see each kernel); bwd_pe: log2 of L padded
   int32_t brows;      // bwd_cf: consecutive batch rows per block (same channel), >= 1;
                       // bwd_cfs: > 1 = batch, rows channel-major (whole channels per block);
-                      // bwd_pe: log2 of a channel's threads (B and L padded)
+                      // bwd_pe: log2 of a channel's threads (B and L padded);
+                      // bwd_pt: log2 of a thread's vectors (0-2)
   int32_t pad0;
 };  // 592 bytes
 

@@ -130,7 +130,8 @@ pub struct KParams {
     /// fwd_cf: a block covers `2^rows_log2` (batch, channel) rows of one chunk each (short rows).
     pub rows_log2: i32,
     /// bwd_cf: consecutive batch rows a block walks (same channel, one dweight partial), >= 1;
-    /// bwd_cfs: > 1 = the batch, rows in channel-major order (a block holds whole channels).
+    /// bwd_cfs: > 1 = the batch, rows in channel-major order (a block holds whole channels);
+    /// bwd_pe: log2 of a channel's threads; bwd_pt: log2 of a thread's vectors (0-2).
     pub brows: i32,
     pub pad0: i32,
 }

@@ -1,35 +1,41 @@
 // Backward of channel-first problems with a channel's vectors in one block: ccv1d_bwd_pt_*. A
 // channel's batch x L/V vectors (q = b * L/V + i: tokens [V i, V i + V) of row b) go to a group of
-// G = 2^rows_log2 consecutive threads, 128 / G channels a block; a thread takes VPT = 2^brows
-// consecutive vectors of a row (1 on the smallest problems; 2, or 4 for f32, past 128 vectors a
-// channel). A thread issues the loads of its x vectors, of the vectors its window reaches before
-// them, of its dout vectors and of its channel's weights before anything waits on memory;
-// computes g = dout * act'(pre) of its N = V VPT tokens (the K after them are the next threads':
-// through shared memory with SiLU, else dout's next vector); stores N dx; and the group sums its
-// dweight/dbias terms in a fixed order (shuffles, then shared memory across warps) for its first
-// thread to store (CCV_F_DIRECT). One memory round trip, no reduce launch: the tiled kernels
-// spend several round trips and barriers on a problem that is one wave of blocks, and a warp per
-// channel (a chain of several vectors per lane) was slower (seeds' Tiny and Small; docs/perf.md,
-// session 20). kernels.rs (`bwd_pt_shape`) picks it for simple rows (rows mode, no seq_idx) with
-// x, dout and dx on the vector path and L a multiple of the thread's vectors; initial states,
-// state indices, skipped rows and dfinal are handled here (the per-row work is skipped when
-// neither a state tensor nor state indices are given), dinitial_states by the states launch as
-// elsewhere.
+// G = 2^rows_log2 consecutive threads, blockDim / G channels a block (blocks of 128 threads, or
+// 256 when a channel needs them); a thread takes VPT = 2^brows consecutive vectors of a row (1,
+// or 2 past 128 vectors a channel on wide grids and past 256 on any). A thread issues the loads
+// of its x vectors, of the vectors its window reaches before them, of its dout vectors and of
+// its channel's weights before anything waits on memory; computes g = dout * act'(pre) of its
+// N = V VPT tokens (the K after them are the next threads': through shared memory with SiLU,
+// else dout's next vector); stores N dx; and the group sums its dweight/dbias terms in a fixed
+// order (shuffles, then shared memory across warps), W + 1 threads storing a term each
+// (CCV_F_DIRECT). One memory round trip, no reduce launch: the tiled kernels spend several round
+// trips and barriers on a problem that is one wave of blocks, and a warp per channel (a chain of
+// several vectors per lane) was slower (seeds' Tiny and Small; docs/perf.md, session 20).
+// kernels.rs (`bwd_pt_shape`) picks it for simple rows (rows mode, no seq_idx) with x, dout and
+// dx on the vector path and L a multiple of the thread's vectors; initial states, state indices,
+// skipped rows and dfinal are handled here (the per-row work is skipped when neither a state
+// tensor nor state indices are given), dinitial_states by the states launch as elsewhere.
 #include "instances.h"
 
 template <typename T, int W, bool SILU, int VPT, bool ST>
 CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
-  constexpr int K = W - 1, V = Tr<T>::V, N = V * VPT, WS = CCV_WARP, NT = CCV_NT_bwd_pt, LOG_NT = 7;
+  constexpr int K = W - 1, V = Tr<T>::V, N = V * VPT, WS = CCV_WARP;
   constexpr int NH = (K + V - 1) / V, NHA = NH > 0 ? NH : 1;  // earlier vectors the window reaches
   // without SiLU, g = dout: the K values after the thread's run come from dout's next NN vectors
   // instead of the next threads' (no shared memory, no barrier before dx)
   constexpr int NN = SILU ? 0 : NH, NNA = NN > 0 ? NN : 1;
-  static_assert(NT == 1 << LOG_NT, "thread split assumes 128 threads");
-  // 32-bit indices: kernels.rs keeps dim below 2^31 and B L <= 2048 here
+  // 32-bit indices: kernels.rs keeps dim below 2^31 and B L <= 4096 here (512 vectors)
   const int lg = P.rows_log2, G = 1 << lg, tid = threadIdx.x, q = tid & (G - 1);
-  const int d = (int)((block_linear() << (LOG_NT - lg)) + (tid >> lg));
+  const int log_nt = 31 - __clz((int)blockDim.x);  // 128 or 256 threads (kernels.rs)
+  const int d = (int)((block_linear() << (log_nt - lg)) + (tid >> lg));
   const int L = (int)P.seqlen, nv = L / V, qv = q * VPT;  // the thread's first vector of the channel
   const bool live = d < P.dim && qv < (int)P.batch * nv;  // no return: barriers below
+  // f32: the weights' loads before the data's. Issued after them, they waited for the data: ptxas
+  // put a weight into the f32 halo vector's unused first element. 16-bit: after them (0.1-0.2 µs
+  // faster on the smaller problems; docs/perf.md, session 23).
+  constexpr bool weights_first = V == 4;
+  WeightBits<W, 1> wb;
+  if (weights_first) load_weight_bits_u<W>(P, d, d < P.dim, wb);
   // (a power-of-two row length of vectors shifts instead of dividing: uniform)
   const int b = !live ? 0 : (nv & (nv - 1)) == 0 ? qv >> (31 - __clz(nv)) : qv / nv;
   const int t = live ? (qv - b * nv) * V : 0;  // nv % VPT == 0 (kernels.rs)
@@ -60,8 +66,7 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
       if (p >= 0) hraw[m] = ccv_ld16(xp + p);
     }
   }
-  WeightBits<W, 1> wb;
-  load_weight_bits<W, 1>(P, d, d < P.dim ? 1 : 0, wb);
+  if (!weights_first) load_weight_bits_u<W>(P, d, d < P.dim, wb);
   // ST: a state tensor or state indices are given. Without them no row is skipped, the window
   // before a row start is 0 and there is no dfinal: none of the per-row work below.
   RowCtx rc = {};
@@ -134,31 +139,37 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
 #pragma unroll
     for (int m = 0; m < VPT; ++m) stv<T>(dxp, m * V, o + m * V);
   }
-  // the group's sum, in a fixed order: lanes of a warp by shuffles, then its warps in turn
+  // the group's sum, in a fixed order: lanes of a warp by shuffles (each step adds the same two
+  // values in every lane, so every lane ends with the same bits), then the group's warps in turn
   const int gw = G < WS ? G : WS;
   for (int m = 1; m < gw; m <<= 1) {
 #pragma unroll
     for (int k = 0; k <= W; ++k) part[k] += ccv_shfl_xor(part[k], m);
   }
+  if (G <= W) {  // uniform: too few threads for a term each
+    if (q == 0 && d < P.dim) {
+#pragma unroll
+      for (int k = 0; k <= W; ++k) put_partial<W>(P, 0, d, k, part[k]);
+    }
+    return;
+  }
+  // the group's threads q <= W sum and store a term each: one thread summing all W + 1 over the
+  // warps made a serial tail that grew with the block (docs/perf.md, session 23)
+  float s = part[0];
+#pragma unroll
+  for (int k = 1; k <= W; ++k) s = q == k ? part[k] : s;
   if (G > WS) {  // uniform: one group spans warps
     if (tid % WS == 0) {
 #pragma unroll
       for (int k = 0; k <= W; ++k) sred[tid / WS * (W + 1) + k] = part[k];
     }
     __syncthreads();
-    if (q == 0) {
-#pragma unroll
-      for (int k = 0; k <= W; ++k) {
-        float s = 0.f;
-        for (int i = 0; i < G / WS; ++i) s += sred[(tid / WS + i) * (W + 1) + k];
-        part[k] = s;
-      }
+    if (q <= W) {
+      s = 0.f;
+      for (int i = 0; i < G / WS; ++i) s += sred[(tid / WS + i) * (W + 1) + q];
     }
   }
-  if (q == 0 && d < P.dim) {
-#pragma unroll
-    for (int k = 0; k <= W; ++k) put_partial<W>(P, 0, d, k, part[k]);
-  }
+  if (q <= W && d < P.dim) put_partial<W>(P, 0, d, q, s);
 }
 
 template <typename T, int W, int VPT, bool ST>
@@ -172,15 +183,13 @@ CCV_DEV void bwd_pt_vpt(const ccv_params& P, float* sg, float* sred) {
   else bwd_pt_st<T, W, VPT, false>(P, sg, sred);
 }
 // brows = log2 of the vectors a thread takes (kernels.rs `bwd_pt_shape`): one vector on the
-// smallest problems, 2 (16-bit) or up to 4 (f32) past 128 vectors a channel
+// smallest problems, 2 past 128 vectors a channel (in blocks of 256 threads past 256 vectors)
 template <typename T, int W>
 CCV_DEV void bwd_pt_body(const ccv_params& P) {
   __shared__ float sg[CCV_NT_bwd_pt * (W - 1 > 0 ? W - 1 : 1)];
   __shared__ float sred[CCV_NT_bwd_pt / CCV_WARP * (W + 1)];
-  constexpr int VMAX = 16 / Tr<T>::V;  // at most 16 tokens a thread (registers)
   if (P.brows == 0) bwd_pt_vpt<T, W, 1>(P, sg, sred);
-  else if (P.brows == 1 || VMAX < 4) bwd_pt_vpt<T, W, 2>(P, sg, sred);
-  else bwd_pt_vpt<T, W, VMAX>(P, sg, sred);
+  else bwd_pt_vpt<T, W, 2>(P, sg, sred);
 }
 
 CCV_INSTANTIATE_W(bwd_pt)

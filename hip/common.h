@@ -209,6 +209,29 @@ CCV_DEV void load_weight_bits4(const ccv_params& P, int64_t d0, WeightBits<W, 4>
     wb.u[c][W] = has_bias ? e[4 * W + c] : 0u;
   }
 }
+// load_weight_bits for one channel with one uniform branch per dtype around its loads and the
+// row's address computed once: the per-load dtype selects and 64-bit offsets were about 70 of
+// bwd_pt's instructions a warp (H100 SASS, docs/perf.md session 23). Only bwd_pt uses it so far.
+template <int W>
+CCV_DEV void load_weight_bits_u(const ccv_params& P, int64_t d, bool on, WeightBits<W, 1>& wb) {
+  wb.has_bias = P.flags & CCV_F_BIAS;
+#pragma unroll
+  for (int k = 0; k <= W; ++k) wb.u[0][k] = 0u;
+  if (!on) return;
+  const int64_t ks = P.w_s[1];
+  if (P.w_dtype == CCV_DT_F32) {
+    const uint32_t* w = (const uint32_t*)P.weight + d * P.w_s[0];
+#pragma unroll
+    for (int k = 0; k < W; ++k) wb.u[0][k] = w[k * ks];
+  } else {
+    const uint16_t* w = (const uint16_t*)P.weight + d * P.w_s[0];
+#pragma unroll
+    for (int k = 0; k < W; ++k) wb.u[0][k] = w[k * ks];
+  }
+  if (!wb.has_bias) return;
+  if (P.b_dtype == CCV_DT_F32) wb.u[0][W] = ((const uint32_t*)P.bias)[d * P.bias_s];
+  else wb.u[0][W] = ((const uint16_t*)P.bias)[d * P.bias_s];
+}
 template <int W, int C>
 CCV_DEV void weights_from_bits(const ccv_params& P, const WeightBits<W, C>& wb, float (*w)[W], float* bias) {
   const bool has_bias = wb.has_bias;

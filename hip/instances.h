@@ -55,7 +55,8 @@
 #define CCV_NT_bwd_cls 128
 #define CCV_NT_bwd_clw 128
 #define CCV_NT_bwd_slab 256
-#define CCV_NT_bwd_pt 128
+// bwd_pt: the most threads a block (launched with 128, or 256 when a channel needs more)
+#define CCV_NT_bwd_pt 256
 // bwd_pe: the most threads a block (launched with 2^k of them, at least a wave)
 #define CCV_NT_bwd_pe 512
 #define CCV_NT_update 128

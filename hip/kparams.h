@@ -80,7 +80,7 @@ struct ccv_params {
   int32_t brows;      // bwd_cf: consecutive batch rows per block (same channel), >= 1;
                       // bwd_cfs: > 1 = batch, rows channel-major (whole channels per block);
                       // bwd_pe: log2 of a channel's threads (B and L padded);
-                      // bwd_pt: log2 of a thread's vectors (0-2)
+                      // bwd_pt: log2 of a thread's vectors (0-1)
   int32_t pad0;
 };  // 592 bytes
 

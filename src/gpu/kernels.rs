@@ -131,7 +131,7 @@ pub struct KParams {
     pub rows_log2: i32,
     /// bwd_cf: consecutive batch rows a block walks (same channel, one dweight partial), >= 1;
     /// bwd_cfs: > 1 = the batch, rows in channel-major order (a block holds whole channels);
-    /// bwd_pe: log2 of a channel's threads; bwd_pt: log2 of a thread's vectors (0-2).
+    /// bwd_pe: log2 of a channel's threads; bwd_pt: log2 of a thread's vectors (0-1).
     pub brows: i32,
     pub pad0: i32,
 }
@@ -170,16 +170,20 @@ pub const NT_SLAB: u32 = 256;
 pub const SLAB_VECS: i64 = 1;
 pub const SLAB_ELEMS: i64 = 4608;
 pub const SLAB_ROWS: i64 = 64;
-/// `ccv1d_bwd_pt_*` (`CCV_NT_bwd_pt`): threads per block (a channel's 16-byte vectors lie in one
-/// block), and the most tokens (B L) of a channel it takes on any grid and width.
-pub const NT_BWD_PT: u32 = 128;
-pub const BWD_PT_TOKENS: i64 = 256;
+/// `ccv1d_bwd_pt_*` (`CCV_NT_bwd_pt`): the most threads of a block (a channel's 16-byte vectors
+/// lie in one block; blocks of 128 threads unless a channel needs more), and the most tokens (B L)
+/// of a channel it takes on any grid and width by default.
+pub const NT_BWD_PT: u32 = 256;
+pub const NT_BWD_PT_MIN: u32 = 128;
+pub const BWD_PT_TOKENS: i64 = 2048;
 
-/// `ccv1d_bwd_pt_*`'s split: 2^lg threads a channel (rows_log2), 2^vl vectors a thread (brows).
+/// `ccv1d_bwd_pt_*`'s split: 2^lg threads a channel (rows_log2), 2^vl vectors a thread (brows),
+/// `threads` a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PtShape {
     pub lg: i32,
     pub vl: i32,
+    pub threads: u32,
 }
 
 /// `ccv1d_bwd_pe_*` (`CCV_NT_bwd_pe`): the most threads of a block (a block holds a channel's
@@ -895,7 +899,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
     }
     if let Some(pt) = bwd_pt_shape(p, small, dev) {
         // a channel's every batch row in one block: one partial row, stored directly
-        let n = ceil_div(inp.dim, NT_BWD_PT as i64 >> pt.lg);
+        let n = ceil_div(inp.dim, pt.threads as i64 >> pt.lg);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
     if let Some(lc) = bwd_slab_channels_log2(p, dev) {
@@ -1008,22 +1012,21 @@ const BWD_PE_MAX_ELEMS: i64 = 1 << 15;
 /// Channel-first backwards on `ccv1d_bwd_pt_*` (bwd_pt.hip: 16-byte vectors of a channel's
 /// tokens per thread, every load issued before the first wait, a channel's vectors in one block
 /// that sums and stores its dweight/dbias, no reduce launch): simple rows (rows mode, no seq_idx),
-/// x, dout and dx on the vector path, L a multiple of a thread's vectors. Up to 128 vectors a
-/// channel a thread takes one; past that 2 (16-bit) or up to 4 (f32), so at most 2048 tokens
-/// (B L) a channel. Where it was measured faster (H100, docs/perf.md; µs against the other
-/// kernels), the default:
-/// - up to BWD_PT_TOKENS tokens (session 20): seeds' Tiny 1x32x64 f32 / f16 / bf16 2.9 / 3.1 /
-///   2.8 against 3.8 / 3.9 / 3.9, 003's Small 2x64x128 3.5 / 3.3 / 3.0 against 3.6 / 3.9 / 3.8
-///   (at 512 tokens it lost then: 000's Small 2x64x256 3.7 / 3.8 / 3.6 against 3.4 / 3.7 / 3.7);
-/// - up to 2048 tokens at W <= BWD_PT_WIDE_MAX_WIDTH on grids of at most
-///   BWD_PT_WIDE_BLOCKS_PER_SM blocks a multiprocessor (session 22, W = 4, SiLU / none):
-///   4x64x512 f32 4.5 / 3.9 against 5.7 / 5.5, bf16 3.7 / 3.4 against 4.0 / 3.7; 4x256x512 f32
-///   6.7 / 5.6 against 7.4 / 7.3; 8x512x256 bf16 6.2 / 5.6 against 7.3 / 6.7; faster at W = 2 and
-///   3 in every dtype too (W = 1 not measured). On wider grids it lost (4x1024x512 f32 15.1 /
-///   13.9 against 12.1 / 11.9, 4x4096x512 f32 42.7 against 38.0), and at W >= 5 in some rows
-///   (8x512x256 f32 W = 5 9.7 against 8.3, 4x64x512 bf16 W = 8 5.1 against 4.8).
-/// `CCV1D_BWD_PT=N` (or `small.pt_tokens`) takes it up to N tokens at any width and grid instead
-/// (0: never).
+/// x, dout and dx on the vector path, L a multiple of a thread's vectors. A thread takes one
+/// vector up to 128 a channel (blocks of 128 threads), and up to 256 on narrow grids (one
+/// channel a block of 256); else 2 (blocks of 128, or 256 past 256 vectors a channel), so a
+/// channel fits up to 512 vectors. The default takes it up to BWD_PT_TOKENS tokens (B L) a
+/// channel at any width and grid: with one channel's sum in parallel threads and the weights in
+/// one dtype branch (session 23) it was faster than the other kernels wherever measured (H100,
+/// docs/perf.md; µs, SiLU / none, against the other kernels): 4x4096x512 f32 37.0 / 36.4 against
+/// 38.0 / 37.7, bf16 21.7 / 19.9 against 24.6 / 22.6; 8x2048x256 bf16 13.3 / 11.2 against 19.8 /
+/// 17.6; 4x64x512 f32 3.4 / 3.1 against 4.4 / 3.9 (the session 22 default); W = 2, 3, 5, 8 at
+/// 4x4096x512, 8x512x256 and 4x64x512 faster or within 0.2 µs. Slower in one row measured:
+/// 4x1024x512 16-bit with SiLU, 8.7-8.9 against 8.3-8.4 (without SiLU 7.3-7.5 against 7.9); and
+/// 8x512x256 f16 with SiLU takes 7.2 against session 22's 6.3 (2 vectors a thread then; one now,
+/// which bf16 preferred: 5.6 against 6.2). Past 2048 tokens (16-bit, up to 4096) it was not
+/// measured. `CCV1D_BWD_PT=N` (or `small.pt_tokens`)
+/// takes it up to N tokens instead (0: never).
 fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShape> {
     let inp = &p.inp;
     let (b, d, l) = (inp.batch, inp.dim, inp.seqlen);
@@ -1043,30 +1046,25 @@ fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShap
     if !fits {
         return None;
     }
+    // one vector a thread up to 128 a channel, and up to 256 on a grid of at most
+    // BWD_PT_ONE_VECTOR_BLOCKS_PER_SM blocks a multiprocessor (blocks of 256 threads); else 2
+    // (blocks of 256 threads past 256 vectors a channel)
     let vectors = b.checked_mul(l / v)?;
-    let vmax_log2 = if v == 4 { 2 } else { 1 };
-    let vl = (0..=vmax_log2).find(|&vl| vectors <= (NT_BWD_PT as i64) << vl)?;
-    if (l / v) % (1 << vl) != 0 {
+    let few_blocks = d <= BWD_PT_ONE_VECTOR_BLOCKS_PER_SM * dev.multiprocessors as i64;
+    let one = vectors <= NT_BWD_PT_MIN as i64 || (vectors <= NT_BWD_PT as i64 && few_blocks);
+    let vl = if one { 0 } else { 1 };
+    if vectors > (NT_BWD_PT as i64) << vl || (l / v) % (1 << vl) != 0 {
         return None;
     }
     let lg = (ceil_div(vectors, 1 << vl) as u64).next_power_of_two().trailing_zeros() as i32;
+    let threads = NT_BWD_PT_MIN.max(1 << lg);
     let tokens = b * l;
-    let take = match small.pt_tokens.or(knob(Knob::BwdPt)) {
-        Some(n) => tokens <= n,
-        None => {
-            let blocks = ceil_div(d, NT_BWD_PT as i64 >> lg);
-            let narrow = blocks <= BWD_PT_WIDE_BLOCKS_PER_SM * dev.multiprocessors as i64;
-            let wide_ok = inp.width <= BWD_PT_WIDE_MAX_WIDTH && narrow;
-            tokens <= BWD_PT_TOKENS || wide_ok
-        }
-    };
-    take.then_some(PtShape { lg, vl })
+    (tokens <= small.pt_tokens.or(knob(Knob::BwdPt)).unwrap_or(BWD_PT_TOKENS)).then_some(PtShape { lg, vl, threads })
 }
 
-/// `bwd_pt` past BWD_PT_TOKENS tokens a channel: the most blocks a multiprocessor of its grid,
-/// and the widest window.
-const BWD_PT_WIDE_BLOCKS_PER_SM: i64 = 4;
-const BWD_PT_WIDE_MAX_WIDTH: i64 = 4;
+/// `bwd_pt`'s grids of one vector a thread past 128 vectors a channel: the most blocks a
+/// multiprocessor.
+const BWD_PT_ONE_VECTOR_BLOCKS_PER_SM: i64 = 4;
 
 /// Tokens of one warp span of `ccv1d_{fwd,bwd}_cfw_*`: CF_ITEMS 16-byte vectors per lane.
 fn warp_span_tokens(dt: DType, dev: &DeviceInfo) -> i64 {
@@ -1262,7 +1260,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
         } else if let Some(pt) = bwd_pt_shape(p, small, dev) {
             km.rows_log2 = pt.lg;
             km.brows = pt.vl;
-            ("pt", NT_BWD_PT)
+            ("pt", pt.threads)
         } else if let Some(lc) = bwd_slab_channels_log2(p, dev) {
             km.rows_log2 = lc;
             ("slab", NT_SLAB)
@@ -2119,7 +2117,7 @@ mod tests {
     }
 
     /// Channel-first problems on `bwd_pt`: 2^vl vectors a thread, 2^r >= B L/V/2^vl threads a
-    /// channel, 128 >> r channels a block; one launch, no workspace; who else gets them.
+    /// channel, blocks of max(128, 2^r) threads; one launch, no workspace; who else gets them.
     #[test]
     fn bwd_pt_choice() {
         let dev = h100();
@@ -2129,8 +2127,9 @@ mod tests {
             let k = params_of(&v[0]);
             v[0].kernel.starts_with("ccv1d_bwd_pt_").then(|| {
                 assert_eq!((v.len(), k.flags & F_DIRECT, bwd_workspace_bytes_pt(p, &dev, small)), (1, F_DIRECT, 0));
-                let per_block = NT_BWD_PT as i64 >> k.rows_log2;
-                assert_eq!((k.n_blocks, v[0].block[0]), (ceil_div(p.inp.dim, per_block), NT_BWD_PT));
+                let threads = NT_BWD_PT_MIN.max(1 << k.rows_log2);
+                let per_block = threads as i64 >> k.rows_log2;
+                assert_eq!((k.n_blocks, v[0].block[0]), (ceil_div(p.inp.dim, per_block), threads));
                 assert_eq!(v[0].grid, [k.n_blocks as u32, 1, 1]);
                 (k.rows_log2, k.brows)
             })
@@ -2140,30 +2139,36 @@ mod tests {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let v = 16 / dt.size() as i64;
             let lv = |n: i64| n.trailing_zeros() as i32;
-            let wide = if v == 4 { 2 } else { 1 }; // vectors a thread (log2) at 2048 tokens
+            // (threads a channel, vectors a thread), log2, at 2048 tokens (512 / 256 vectors) on a
+            // grid of at most 4 blocks a multiprocessor (132 SMs), and on a wider one
+            let narrow = if v == 4 { (8, 1) } else { (8, 0) };
+            let wide = if v == 4 { (8, 1) } else { (7, 1) };
             for w in [1, 4, 8] {
                 // the seeds' Tiny and 003's Small: one vector a thread
                 assert_eq!(pt_rows(&cf_plan(dt, 1, 32, 64, w)), Some((lv(64 / v), 0)));
                 assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 128, w)), Some((lv(256 / v), 0)));
                 assert_eq!(pt_rows(&cf_plan(dt, 3, 5, v, w)), Some((2, 0)));
                 assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64, w)), Some((lv(256 / v), 0)));
-                // past 256 tokens on grids of at most 4 blocks a multiprocessor (132 SMs): 000's
-                // Small and Medium, 003's Medium, 8x512x256; a ragged row (17 or 9 vectors)
-                // (W <= 4; wider windows keep the other kernels there)
-                let on = |pt: (i32, i32)| (w <= 4).then_some(pt);
-                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 256, w)), on((lv(512 / v), 0)));
-                assert_eq!(pt_rows(&cf_plan(dt, 4, 64, 512, w)), on((7, wide)));
-                assert_eq!(pt_rows(&cf_plan(dt, 4, 256, 512, w)), on((7, wide)));
-                assert_eq!(pt_rows(&cf_plan(dt, 8, 512, 256, w)), on((7, wide)));
-                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64 + v, w)), on((if v == 4 { 7 } else { 6 }, 0)));
-                // wider grids: the other kernels, unless the limit is given (any width then)
-                assert_eq!(pt_rows(&cf_plan(dt, 4, 1024, 512, w)), None);
-                let any_grid = SmallBwd { pt_tokens: Some(2048), ..SmallBwd::NO_PE };
-                assert_eq!(pt_with(&cf_plan(dt, 4, 1024, 512, w), any_grid), Some((7, wide)));
+                // up to 2048 tokens at any width and grid: 000's Small and Medium, 003's Medium,
+                // 8x512x256 (narrow grids: at most 4 blocks a multiprocessor of 132), 4x1024x512
+                // and 4x4096x512 (wide ones); a ragged row (17 or 9 vectors)
+                assert_eq!(pt_rows(&cf_plan(dt, 2, 64, 256, w)), Some((lv(512 / v), 0)));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 64, 512, w)), Some(narrow));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 256, 512, w)), Some(narrow));
+                assert_eq!(pt_rows(&cf_plan(dt, 8, 512, 256, w)), Some(narrow));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 1024, 512, w)), Some(wide));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 4096, 512, w)), Some(wide));
+                assert_eq!(pt_rows(&cf_plan(dt, 4, 3, 64 + v, w)), Some((if v == 4 { 7 } else { 6 }, 0)));
+                // a ragged row of 129 vectors: one a thread in a block of 256 threads
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 5, 129 * v, w)), Some((8, 0)));
+                // a lower limit when given
                 assert_eq!(pt_with(&cf_plan(dt, 2, 64, 128, w), SmallBwd { pt_tokens: Some(255), ..SmallBwd::NO_PE }), None);
-                // past 128 << vl vectors a channel, or a row not a multiple of a thread's vectors
+                // past 2048 tokens by default; past 512 vectors a channel (2 a thread, 256 threads)
+                // at any limit; 2 vectors a thread need an even row of vectors
                 assert_eq!(pt_rows(&cf_plan(dt, 1, 3, 4096, w)), None);
-                assert_eq!(pt_rows(&cf_plan(dt, 1, 5, 129 * v, w)), None);
+                let no_limit = SmallBwd { pt_tokens: Some(1 << 20), ..SmallBwd::NO_PE };
+                assert_eq!(pt_with(&cf_plan(dt, 1, 3, 4096, w), no_limit), (v == 8).then_some((8, 1)));
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 600, 129 * v, w)), None);
                 // L not a multiple of the vector, channel-last: the other kernels
                 assert_eq!(pt_rows(&cf_plan(dt, 1, 32, v + 1, w)), None);
                 assert_eq!(pt_rows(&bwd_plan(inputs(dt, 1, 32, 64, w, cl(1, 32, 64)))), None);

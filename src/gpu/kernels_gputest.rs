@@ -1095,26 +1095,21 @@ fn gpu_bwd_pt() {
     });
 }
 
-/// Channel-first backwards on `bwd_pt` with a channel's 129 to 512 vectors (2 or, f32, 4
-/// vectors a thread; up to 2048 tokens, past the library's default limit), each case also on the
-/// other kernels (check_bwd): every dtype and width, contiguous and padded rows, rows ending
-/// inside a warp and a thread's run, a group of 128 threads partly live, 130 channels (130
-/// blocks), 128 vectors (512 or 1024 tokens) on one vector a thread, and the states, bias and dweight
+/// Channel-first backwards on `bwd_pt` with a channel's 128 to 512 vectors (up to 4096 tokens,
+/// past the library's default limit), each case also on the other kernels (check_bwd): every
+/// dtype and width, contiguous and padded rows; one vector a thread in blocks of 128 (130
+/// channels, 130 blocks) and of 256 threads (a channel's 129 to 256 vectors on a narrow grid:
+/// rows ending inside a warp, a partly live block); 2 vectors a thread in blocks of 256 (257 to
+/// 512 vectors) and of 128 threads (600 channels: a wide grid); the states, bias and dweight
 /// dtypes of `gpu_bwd_pt` (with state tensors and without: the kernel's two paths). Each case
 /// must run on it.
 #[test]
 #[ignore]
 fn gpu_bwd_pt_vectors() {
-    // 256 vectors in 2 rows; 512 (f32) / 256 vectors of one row; 210 in 3 rows of 70; 200 in 5
-    // rows of 40; 128 vectors (one a thread) over 130 channels; f32: 384 vectors on 4 a thread
-    let shapes = |v| {
-        let mut s = vec![(2, 5, 128 * v), (1, 3, 2048), (3, 4, 70 * v), (5, 6, 40 * v), (2, 130, 64 * v)];
-        if v == 4 {
-            s.push((4, 2, 96 * v));
-        }
-        s
-    };
-    let small = SmallBwd { pt_tokens: Some(2048), ..SmallBwd::ALL };
+    // 256 vectors in 2 rows; 512 of one row; 210 in 3 rows of 70; 200 in 5 rows of 40; 128
+    // vectors over 130 channels; 384 in 4 rows of 96; 210 in 3 rows of 70 over 600 channels
+    let shapes = |v| vec![(2, 5, 128 * v), (1, 3, 512 * v), (3, 4, 70 * v), (5, 6, 40 * v), (2, 130, 64 * v), (4, 2, 96 * v), (3, 600, 70 * v)];
+    let small = SmallBwd { pt_tokens: Some(4096), ..SmallBwd::ALL };
     with_gpu(|cu| {
         small_kernel_sweep(cu, "bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 13, false, |o, states, si| {
             check_bwd_with(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt }, small)

@@ -1015,7 +1015,6 @@ fn pt_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w: 
 /// each case from `pt_case` (with the weight as whole rows or padded in turn when `vary_w_rows`),
 /// run by `check(case, states, si)`, whose message must name `ccv1d_{family}_{dtype}_w{W}`.
 fn small_kernel_sweep(
-    cu: &Cu,
     family: &str,
     lays: &[Lay],
     shapes: impl Fn(usize) -> Vec<(usize, usize, usize)>,
@@ -1055,7 +1054,7 @@ fn gpu_fwd_pt() {
     // block; W - 1 past a vector (f32, W = 6-8)
     let shapes = |v| vec![(1, 32, 64), (2, 64, 256), (3, 5, v), (2, 3, 130 * v), (1, 3, 3 * v)];
     with_gpu(|cu| {
-        small_kernel_sweep(cu, "fwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 0, false, |o, states, _| check_fwd(cu, o, states && o.w > 1, false));
+        small_kernel_sweep("fwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 0, false, |o, states, _| check_fwd(cu, o, states && o.w > 1, false));
     });
 }
 
@@ -1071,7 +1070,7 @@ fn gpu_fwd_pe() {
     let shapes = |v| vec![(1, 32, 64), (2, 64, 256), (3, 5, 5), (2, 130 * v, 3), (1, v, 130), (2, 3, 1040)];
     let lays = [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis];
     with_gpu(|cu| {
-        small_kernel_sweep(cu, "fwd_pe", &lays, shapes, 0, true, |o, states, _| check_fwd_with(cu, o, states && o.w > 1, false, Some(1 << 17)));
+        small_kernel_sweep("fwd_pe", &lays, shapes, 0, true, |o, states, _| check_fwd_with(cu, o, states && o.w > 1, false, Some(1 << 17)));
     });
 }
 
@@ -1089,7 +1088,7 @@ fn gpu_bwd_pt() {
     // vectors; 256 tokens in 4 rows; W - 1 past a vector (f32, W = 6-8)
     let shapes = |v| vec![(1, 32, 64), (2, 64, 128), (7, 5, v), (5, 3, 3 * v), (4, 6, 64)];
     with_gpu(|cu| {
-        small_kernel_sweep(cu, "bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 7, false, |o, states, si| {
+        small_kernel_sweep("bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 7, false, |o, states, si| {
             check_bwd(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt })
         });
     });
@@ -1111,7 +1110,7 @@ fn gpu_bwd_pt_vectors() {
     let shapes = |v| vec![(2, 5, 128 * v), (1, 3, 512 * v), (3, 4, 70 * v), (5, 6, 40 * v), (2, 130, 64 * v), (4, 2, 96 * v), (3, 600, 70 * v)];
     let small = SmallBwd { pt_tokens: Some(4096), ..SmallBwd::ALL };
     with_gpu(|cu| {
-        small_kernel_sweep(cu, "bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 13, false, |o, states, si| {
+        small_kernel_sweep("bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 13, false, |o, states, si| {
             check_bwd_with(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt }, small)
         });
     });
@@ -1131,7 +1130,7 @@ fn gpu_bwd_pe() {
     let shapes = |_| vec![(1, 32, 64), (2, 64, 256), (2, 12, 3), (3, 5, 7), (5, 9, 50)];
     let lays = [Lay::Cl, Lay::ClPad, Lay::ClOdd, Lay::Cf, Lay::CfPad, Lay::CfMis];
     with_gpu(|cu| {
-        small_kernel_sweep(cu, "bwd_pe", &lays, shapes, 11, false, |o, states, si| {
+        small_kernel_sweep("bwd_pe", &lays, shapes, 11, false, |o, states, si| {
             check_bwd(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt })
         });
     });

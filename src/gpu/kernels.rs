@@ -1024,8 +1024,8 @@ const BWD_PE_MAX_ELEMS: i64 = 1 << 15;
 /// 4x4096x512, 8x512x256 and 4x64x512 faster or within 0.2 µs. Slower in one row measured:
 /// 4x1024x512 16-bit with SiLU, 8.7-8.9 against 8.3-8.4 (without SiLU 7.3-7.5 against 7.9); and
 /// 8x512x256 f16 with SiLU takes 7.2 against session 22's 6.3 (2 vectors a thread then; one now,
-/// which bf16 preferred: 5.6 against 6.2). Past 2048 tokens (16-bit, up to 4096) it was not
-/// measured. `CCV1D_BWD_PT=N` (or `small.pt_tokens`)
+/// which bf16 preferred: 5.6 against 6.2). Past 2048 tokens (16-bit, up to 4096) it was mixed
+/// (session 23, call 14: bf16 mostly faster, f16 with SiLU slower), so the default stops there. `CCV1D_BWD_PT=N` (or `small.pt_tokens`)
 /// takes it up to N tokens instead (0: never).
 fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShape> {
     let inp = &p.inp;

@@ -172,10 +172,11 @@ pub const SLAB_ELEMS: i64 = 4608;
 pub const SLAB_ROWS: i64 = 64;
 /// `ccv1d_bwd_pt_*` (`CCV_NT_bwd_pt`): the most threads of a block (a channel's 16-byte vectors
 /// lie in one block; blocks of 128 threads unless a channel needs more), and the most tokens (B L)
-/// of a channel it takes on any grid and width by default.
+/// of a channel it takes on any grid and width by default (bf16: up to its 512 vectors).
 pub const NT_BWD_PT: u32 = 256;
 pub const NT_BWD_PT_MIN: u32 = 128;
 pub const BWD_PT_TOKENS: i64 = 2048;
+pub const BWD_PT_TOKENS_BF16: i64 = 4096;
 
 /// `ccv1d_bwd_pt_*`'s split: 2^lg threads a channel (rows_log2), 2^vl vectors a thread (brows),
 /// `threads` a block.
@@ -1016,17 +1017,21 @@ const BWD_PE_MAX_ELEMS: i64 = 1 << 15;
 /// vector up to 128 a channel (blocks of 128 threads), and up to 256 on narrow grids (one
 /// channel a block of 256); else 2 (blocks of 128, or 256 past 256 vectors a channel), so a
 /// channel fits up to 512 vectors. The default takes it up to BWD_PT_TOKENS tokens (B L) a
-/// channel at any width and grid: with one channel's sum in parallel threads and the weights in
-/// one dtype branch (session 23) it was faster than the other kernels wherever measured (H100,
-/// docs/perf.md; µs, SiLU / none, against the other kernels): 4x4096x512 f32 37.0 / 36.4 against
-/// 38.0 / 37.7, bf16 21.7 / 19.9 against 24.6 / 22.6; 8x2048x256 bf16 13.3 / 11.2 against 19.8 /
-/// 17.6; 4x64x512 f32 3.4 / 3.1 against 4.4 / 3.9 (the session 22 default); W = 2, 3, 5, 8 at
-/// 4x4096x512, 8x512x256 and 4x64x512 faster or within 0.2 µs. Slower in one row measured:
-/// 4x1024x512 16-bit with SiLU, 8.7-8.9 against 8.3-8.4 (without SiLU 7.3-7.5 against 7.9); and
-/// 8x512x256 f16 with SiLU takes 7.2 against session 22's 6.3 (2 vectors a thread then; one now,
-/// which bf16 preferred: 5.6 against 6.2). Past 2048 tokens (16-bit, up to 4096) it was mixed
-/// (session 23, call 14: bf16 mostly faster, f16 with SiLU slower), so the default stops there. `CCV1D_BWD_PT=N` (or `small.pt_tokens`)
-/// takes it up to N tokens instead (0: never).
+/// channel, BWD_PT_TOKENS_BF16 for bf16, at any width and grid (H100, docs/perf.md session 23;
+/// µs, SiLU / none, against the other kernels):
+/// - up to 2048 tokens, faster wherever measured but one row: 4x4096x512 f32 37.0 / 36.4 against
+///   38.0 / 37.7, bf16 21.7 / 19.9 against 24.6 / 22.6; 8x2048x256 bf16 13.3 / 11.2 against 19.8
+///   / 17.6; 4x64x512 f32 3.4 / 3.1 against 4.4 / 3.9 (the session 22 default); W = 2, 3, 5, 8 at
+///   4x4096x512, 8x512x256 and 4x64x512 faster or within 0.2 µs. Slower: 4x1024x512 16-bit with
+///   SiLU, 8.7-8.9 against 8.3-8.4 (without SiLU 7.3-7.5 against 7.9); 8x512x256 f16 with SiLU
+///   takes 7.2 against session 22's 6.3 (2 vectors a thread then; one now, which bf16 preferred:
+///   5.6 against 6.2).
+/// - bf16 past 2048 (up to 4096: 512 vectors): 8x4096x384 35.2 / 30.5 against 71.4 / 62.7 (rows
+///   shorter than a warp span), 1x5376x4096 50.7 / 46.5 against 53.8 / 50.8, 8x256x512 5.6 / 5.0
+///   against 7.9 / 7.5; slower with SiLU on 1024 channels (8x1024x512 13.7 against 13.2). f16
+///   there lost with SiLU (8x1024x512 14.9 against 13.3, 1x5376x4096 59.6 against 53.9: its 71
+///   registers), so it stops at 2048.
+/// `CCV1D_BWD_PT=N` (or `small.pt_tokens`) takes it up to N tokens instead (0: never).
 fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShape> {
     let inp = &p.inp;
     let (b, d, l) = (inp.batch, inp.dim, inp.seqlen);
@@ -1059,7 +1064,8 @@ fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShap
     let lg = (ceil_div(vectors, 1 << vl) as u64).next_power_of_two().trailing_zeros() as i32;
     let threads = NT_BWD_PT_MIN.max(1 << lg);
     let tokens = b * l;
-    (tokens <= small.pt_tokens.or(knob(Knob::BwdPt)).unwrap_or(BWD_PT_TOKENS)).then_some(PtShape { lg, vl, threads })
+    let default = if inp.x.dtype == DType::BF16 { BWD_PT_TOKENS_BF16 } else { BWD_PT_TOKENS };
+    (tokens <= small.pt_tokens.or(knob(Knob::BwdPt)).unwrap_or(default)).then_some(PtShape { lg, vl, threads })
 }
 
 /// `bwd_pt`'s grids of one vector a thread past 128 vectors a channel: the most blocks a
@@ -2163,9 +2169,13 @@ mod tests {
                 assert_eq!(pt_rows(&cf_plan(dt, 1, 5, 129 * v, w)), Some((8, 0)));
                 // a lower limit when given
                 assert_eq!(pt_with(&cf_plan(dt, 2, 64, 128, w), SmallBwd { pt_tokens: Some(255), ..SmallBwd::NO_PE }), None);
-                // past 2048 tokens by default; past 512 vectors a channel (2 a thread, 256 threads)
-                // at any limit; 2 vectors a thread need an even row of vectors
-                assert_eq!(pt_rows(&cf_plan(dt, 1, 3, 4096, w)), None);
+                // past 2048 tokens by default (bf16: up to its 512 vectors, 4096 tokens); past 512
+                // vectors a channel (2 a thread, 256 threads) at any limit; 2 vectors a thread
+                // need an even row of vectors
+                let bf16 = dt == DType::BF16;
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 3, 4096, w)), bf16.then_some((8, 1)));
+                assert_eq!(pt_rows(&cf_plan(dt, 8, 4096, 384, w)), bf16.then_some((8, 1)));
+                assert_eq!(pt_rows(&cf_plan(dt, 1, 3, 8192, w)), None);
                 let no_limit = SmallBwd { pt_tokens: Some(1 << 20), ..SmallBwd::NO_PE };
                 assert_eq!(pt_with(&cf_plan(dt, 1, 3, 4096, w), no_limit), (v == 8).then_some((8, 1)));
                 assert_eq!(pt_rows(&cf_plan(dt, 1, 600, 129 * v, w)), None);
@@ -2275,7 +2285,7 @@ mod tests {
                 // tiny channel-last problems of whole vectors: one slab kernel
                 // small channel-first problems of whole vectors: a warp per channel (bwd_pt)
                 let slab = lay == 1 && d % 8 == 0 && b * l <= NT_SLAB as i64;
-                let pt = lay == 0 && l % 8 == 0 && b * l <= BWD_PT_TOKENS;
+                let pt = lay == 0 && l % 8 == 0 && b * l <= BWD_PT_TOKENS_BF16;
                 let warp = !pt && lay == 0 && l % 8 == 0 && l >= 512;
                 let short = !pt && lay == 0 && params_of(&v[0]).rows_log2 > 0;
                 assert_eq!(short, lay == 0 && !pt && !warp && l * 2 <= tile_tokens(Layout::ChannelFirst, DType::BF16));

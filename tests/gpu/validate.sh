@@ -32,7 +32,7 @@ step bwd-row-groups 200 env CCV1D_BWD_ROWS=3 CCV1D_TEST_CASES=$(( ${CASES:-1000}
 step cf-warp-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step cf-warp-never 200 env CCV1D_CF_WARP=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-first backward on bwd_pt up to 4096 tokens a channel (where a channel fits)
-# (CCV1D_BWD_PT; by default up to 2048 tokens, 4096 here: 16-bit with 2 vectors a thread in 256)
+# (CCV1D_BWD_PT; by default up to 2048 tokens, bf16 4096; 4096 here: f16 with 2 vectors a thread in 256)
 step bwd-pt-wide 200 env CCV1D_BWD_PT=4096 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-last backward of simple rows on bwd_clw wherever it can run (f32 and every width
 # too), then never (bwd_cls also where bwd_clw is the default: 16-bit, W = 3-5); small problems

@@ -146,6 +146,8 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
 #pragma unroll
     for (int k = 0; k <= W; ++k) part[k] += ccv_shfl_xor(part[k], m);
   }
+  // (one loop, thread q storing terms q, q + G, ..., would cover both cases below; it cost bf16
+  // 4x4096x512 21.6 -> 23.3 us through the compiler's schedule: docs/perf.md, session 23)
   if (G <= W) {  // uniform: too few threads for a term each
     if (q == 0 && d < P.dim) {
 #pragma unroll

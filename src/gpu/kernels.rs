@@ -20,7 +20,7 @@
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);
 //! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
 //!   channels of every row and token, and stores dweight/dbias itself);
-//! - `ccv1d_bwd_pt_{dt}_w{W}`: small channel-first backward in one launch (1, 2 or 4 vectors a
+//! - `ccv1d_bwd_pt_{dt}_w{W}`: small channel-first backward in one launch (1 or 2 vectors a
 //!   thread, a channel's vectors in one block; it stores dweight/dbias itself);
 //! - `ccv1d_fwd_pe_{dt}_w{W}` / `ccv1d_bwd_pe_{dt}_w{W}`: the smallest forwards / backwards of
 //!   either layout, one output element per thread (the backward holds a channel's every token in
@@ -178,13 +178,18 @@ pub const NT_BWD_PT_MIN: u32 = 128;
 pub const BWD_PT_TOKENS: i64 = 2048;
 pub const BWD_PT_TOKENS_BF16: i64 = 4096;
 
-/// `ccv1d_bwd_pt_*`'s split: 2^lg threads a channel (rows_log2), 2^vl vectors a thread (brows),
-/// `threads` a block.
+/// `ccv1d_bwd_pt_*`'s split: 2^lg threads a channel (rows_log2), 2^vl vectors a thread (brows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PtShape {
     pub lg: i32,
     pub vl: i32,
-    pub threads: u32,
+}
+
+impl PtShape {
+    /// Threads a block: 128, or a channel's 2^lg when more.
+    pub fn threads(self) -> u32 {
+        NT_BWD_PT_MIN.max(1 << self.lg)
+    }
 }
 
 /// `ccv1d_bwd_pe_*` (`CCV_NT_bwd_pe`): the most threads of a block (a block holds a channel's
@@ -900,7 +905,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
     }
     if let Some(pt) = bwd_pt_shape(p, small, dev) {
         // a channel's every batch row in one block: one partial row, stored directly
-        let n = ceil_div(inp.dim, pt.threads as i64 >> pt.lg);
+        let n = ceil_div(inp.dim, pt.threads() as i64 >> pt.lg);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
     if let Some(lc) = bwd_slab_channels_log2(p, dev) {
@@ -1062,10 +1067,9 @@ fn bwd_pt_shape(p: &BwdPlan, small: SmallBwd, dev: &DeviceInfo) -> Option<PtShap
         return None;
     }
     let lg = (ceil_div(vectors, 1 << vl) as u64).next_power_of_two().trailing_zeros() as i32;
-    let threads = NT_BWD_PT_MIN.max(1 << lg);
     let tokens = b * l;
     let default = if inp.x.dtype == DType::BF16 { BWD_PT_TOKENS_BF16 } else { BWD_PT_TOKENS };
-    (tokens <= small.pt_tokens.or(knob(Knob::BwdPt)).unwrap_or(default)).then_some(PtShape { lg, vl, threads })
+    (tokens <= small.pt_tokens.or(knob(Knob::BwdPt)).unwrap_or(default)).then_some(PtShape { lg, vl })
 }
 
 /// `bwd_pt`'s grids of one vector a thread past 128 vectors a channel: the most blocks a
@@ -1266,7 +1270,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
         } else if let Some(pt) = bwd_pt_shape(p, small, dev) {
             km.rows_log2 = pt.lg;
             km.brows = pt.vl;
-            ("pt", pt.threads)
+            ("pt", pt.threads())
         } else if let Some(lc) = bwd_slab_channels_log2(p, dev) {
             km.rows_log2 = lc;
             ("slab", NT_SLAB)

@@ -25,7 +25,7 @@
 // recomputed from x and dout (0 past L). The span lies inside the row; vectors before `lo`
 // belong to the span before (a row's last span is moved back to end at L): they store no dx and
 // add no dweight/dbias. A skipped row (no live sequence) gets dx = 0.
-template <typename T, int W, int IT, bool RAGGED>
+template <typename T, int W, int IT, bool RAGGED, bool FAST>
 CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t yrow,
                               int64_t drow, int64_t s0, int64_t lo, int lane, const float* w, float bias, bool silu,
                               float* dw, float& db) {
@@ -80,7 +80,7 @@ CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
           float z = bias;
 #pragma unroll
           for (int k = 0; k < W; ++k) z += w[k] * xw[e + k];
-          gv = act_grad(z, gv, true);
+          gv = FAST ? silu_grad_fast(z, gv) : act_grad(z, gv, true);
         }
         g[j][e] = gv;
       }
@@ -450,14 +450,14 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 // can run: measured faster than bwd_cf at every width). A block covers channel d, batch rows
 // [bg*G, bg*G + G) and one chunk; its work is the G x (chunk / SPAN) spans, taken by its warps
 // in turn (warp wid: spans wid, wid + NW, ...), so short rows fill a block with several rows.
-// One weight load and one dweight/dbias partial per block, stored as in bwd_cf.
-template <typename T, int W>
-CCV_DEV void bwd_cfw_body(const ccv_params& P) {
+// One weight load and one dweight/dbias partial per block, stored as in bwd_cf. With SiLU a
+// 16-bit block at W = 5-7 runs with silu_grad_fast (FAST), and again without it when a thread's
+// sum of g is NaN.
+template <typename T, int W, bool FAST>
+CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   constexpr int V = Tr<T>::V, NT = CCV_NT_bwd_cfw, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;
   constexpr int SPAN = IT * WS * V;
-  __shared__ float red[NW * (W + 1)];
   const uint32_t blk = block_linear();
-  if (blk >= (uint64_t)P.n_blocks) return;
   const int lane = threadIdx.x % WS, wid = threadIdx.x / WS;
   const uint32_t nch = (uint32_t)P.n_chunks, dm = (uint32_t)P.dim;
   const int64_t chunk = blk % nch;
@@ -483,8 +483,8 @@ CCV_DEV void bwd_cfw_body(const ccv_params& P) {
       const RowCtx rc = row_ctx(P, b);
       const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], yrow = b * P.dout_s[0] + d * P.dout_s[1];
       const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1];
-      bwd_cf_warp_span<T, W, IT, decltype(ragged)::value>(P, rc, d, xrow, yrow, drow, min(lo, L - SPAN), lo, lane, wa.w,
-                                                          bias, silu, dw, db);
+      bwd_cf_warp_span<T, W, IT, decltype(ragged)::value, FAST>(P, rc, d, xrow, yrow, drow, min(lo, L - SPAN), lo, lane,
+                                                                wa.w, bias, silu, dw, db);
     }
   };
   if (L % SPAN == 0) walk(BoolC<false>()); else walk(BoolC<true>());
@@ -496,6 +496,21 @@ CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int k = 0; k <= W; ++k) put_partial<W>(P, bg * P.n_chunks + chunk, d, k, tot[k]);
+  }
+  return FAST && isnan(db);
+}
+
+template <typename T, int W>
+CCV_DEV void bwd_cfw_body(const ccv_params& P) {
+  __shared__ float red[CCV_NT_bwd_cfw / CCV_WARP * (W + 1)];
+  if (block_linear() >= (uint64_t)P.n_blocks) return;
+  // 16-bit W = 5-7 only: measured faster there and slower at W = 4 and 8 (H100, bf16 4x5376x4096
+  // SiLU, docs/perf.md session 24: W = 5 / 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2
+  // us, W = 4 188.0 -> 188.8, W = 8 219.5 -> 221.4); f32 (memory-bound rows) spilled with it
+  if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < 5 || W > 7) {
+    bwd_cfw_pass<T, W, false>(P, red);
+  } else if (__syncthreads_or(bwd_cfw_pass<T, W, true>(P, red))) {
+    bwd_cfw_pass<T, W, false>(P, red);  // silu_grad_fast met z = ±inf (or NaN)
   }
 }
 

@@ -17,8 +17,10 @@
 // tensor nor state indices are given), dinitial_states by the states launch as elsewhere.
 #include "instances.h"
 
-template <typename T, int W, bool SILU, int VPT, bool ST>
-CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
+// FAST: SiLU through silu_grad_fast; returns whether the thread's sum of g is NaN (then the block
+// runs again without FAST).
+template <typename T, int W, bool SILU, int VPT, bool ST, bool FAST>
+CCV_DEV bool bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
   constexpr int K = W - 1, V = Tr<T>::V, N = V * VPT, WS = CCV_WARP;
   constexpr int NH = (K + V - 1) / V, NHA = NH > 0 ? NH : 1;  // earlier vectors the window reaches
   // without SiLU, g = dout: the K values after the thread's run come from dout's next NN vectors
@@ -97,7 +99,7 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
     for (int k = 0; k < W; ++k) z += w[0][k] * xw[NH * V + e - K + k];
     // without states a dead thread's x and dout are 0, so its g is 0 without the select (a
     // skipped row's x may be Inf or NaN: there the select keeps them out)
-    const float ge = act_grad(z, dy[e], SILU);
+    const float ge = SILU && FAST ? silu_grad_fast(z, dy[e]) : act_grad(z, dy[e], SILU);
     g[e] = ST ? (valid ? ge : 0.f) : ge;
   }
   if (SILU) {
@@ -129,6 +131,7 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
     for (int k = 0; k < W; ++k) part[k] += g[e] * xw[NH * V + e - K + k];
     part[W] += g[e];
   }
+  const bool nan_g = FAST && isnan(part[W]);
   // dfinal reaches a row's last K tokens: one test a thread, not one an element
   if (ST && (P.flags & CCV_F_DFINAL) && valid && t + N > L - K) {
 #pragma unroll
@@ -153,7 +156,7 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
 #pragma unroll
       for (int k = 0; k <= W; ++k) put_partial<W>(P, 0, d, k, part[k]);
     }
-    return;
+    return nan_g;
   }
   // the group's threads q <= W sum and store a term each: one thread summing all W + 1 over the
   // warps made a serial tail that grew with the block (docs/perf.md, session 23)
@@ -172,11 +175,21 @@ CCV_DEV void bwd_pt_thread(const ccv_params& P, float* sg, float* sred) {
     }
   }
   if (q <= W && d < P.dim) put_partial<W>(P, 0, d, q, s);
+  return nan_g;
 }
 
 template <typename T, int W, int VPT, bool ST>
 CCV_DEV void bwd_pt_st(const ccv_params& P, float* sg, float* sred) {
-  if (P.flags & CCV_F_SILU) bwd_pt_thread<T, W, true, VPT, ST>(P, sg, sred); else bwd_pt_thread<T, W, false, VPT, ST>(P, sg, sred);
+  // SiLU: 16-bit through silu_grad_fast (H100, docs/perf.md session 24: bf16 4x4096x512 21.7 ->
+  // 21.1 us, 8x2048x256 13.3 -> 12.2), run again without it if it met z = ±inf (or a NaN); f32
+  // as it was (no gain measured)
+  if (!(P.flags & CCV_F_SILU)) {
+    bwd_pt_thread<T, W, false, VPT, ST, false>(P, sg, sred);
+  } else if (sizeof(T) == 4) {
+    bwd_pt_thread<T, W, true, VPT, ST, false>(P, sg, sred);
+  } else if (__syncthreads_or(bwd_pt_thread<T, W, true, VPT, ST, true>(P, sg, sred))) {
+    bwd_pt_thread<T, W, true, VPT, ST, false>(P, sg, sred);
+  }
 }
 // (rows are skipped by state indices even without a state tensor, so both flags count)
 template <typename T, int W, int VPT>

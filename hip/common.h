@@ -136,6 +136,18 @@ CCV_DEV float act_grad(float z, float dy, bool silu) {
   return dy * (s * (1.f + zc * (1.f - s)));
 }
 
+// act_grad with SiLU, without its clamp of z: two instructions an element fewer. The clamp
+// matters only for z = ±inf (inf * 0 in the formula), where this gives NaN; for finite z both
+// give the same value (NVIDIA flushes to zero: past |z| = 88 σ is exactly 0 or 1 either way; AMD
+// keeps denormals, so below z = -87 the two may differ by a denormal). A backward kernel using it
+// (bwd_cfw, bwd_pt) runs a block with it and, when any thread's sum of g is NaN (z = ±inf, or a
+// NaN input), runs the block again with act_grad, overwriting all it stored (a second pass
+// rather than a branch around each run: the branch kept more values live and spilled).
+CCV_DEV float silu_grad_fast(float z, float dy) {
+  const float s = sigmoidf_(z);
+  return dy * (s * (1.f + z * (1.f - s)));
+}
+
 // A compile-time bool as a value (C++17 generic lambdas take it as `auto`): hot loops are
 // instantiated per activation instead of testing the flag per element.
 template <bool B> struct BoolC { static constexpr bool value = B; };

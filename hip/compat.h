@@ -6,7 +6,7 @@
 // storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
 // vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses),
 // ccv_cp<N>/ccv_cp16/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
-// ccv_warp_sync, CCV_EXTERN_KERNEL.
+// ccv_warp_sync, ccv_exp_neg (the sigmoid's e^-z), CCV_EXTERN_KERNEL.
 #pragma once
 
 #include <stdint.h>

@@ -447,6 +447,10 @@ struct ConvOpts {
     /// weight as whole contiguous rows [D, W] and a contiguous bias (vector weight loads where a
     /// kernel has them); otherwise padded rows and a stride-2 bias
     w_rows: bool,
+    /// a pre-activation past the fp32 range: weights 4 in every other channel, x = ±1e38 at two
+    /// tokens of its rows (the SiLU backward's path for z = ±inf; x must be bf16 or f32; at most
+    /// 3 rows, so that a channel's dweight stays finite in fp32)
+    saturate: bool,
 }
 
 fn build_conv(cu: &Cu, o: &ConvOpts) -> Conv {
@@ -455,7 +459,28 @@ fn build_conv(cu: &Cu, o: &ConvOpts) -> Conv {
     let x = T3::new(cu, o.dt, [o.b, o.d, o.l], st, off, || rng.unif());
     let mut rng2 = Rng(o.seed ^ 0x1234567 | 1);
     let (w_row, b_step, b_off) = if o.w_rows { (o.w as i64, 1, 0) } else { (o.w as i64 + 1, 2, 1) };
-    let weight = T3::new(cu, o.wdt, [o.d, o.w, 1], [w_row, 1, 0], 0, || rng2.unif() * 0.6);
+    let mut weight = T3::new(cu, o.wdt, [o.d, o.w, 1], [w_row, 1, 0], 0, || rng2.unif() * 0.6);
+    let mut x = x;
+    if o.saturate {
+        // z = 4 (±1e38) + ... overflows fp32 (not f64: the reference stays finite) in the W
+        // windows holding such a token; two tokens of a row at least W apart. dweight takes one
+        // term g x of about 1e38 |dout| a row
+        assert!(o.dt != DType::F16 && o.l >= 2 * o.w && o.b <= 3, "saturate: bf16 or f32 x, rows of 2W tokens, B <= 3");
+        for d in (0..o.d).step_by(2) {
+            for j in 0..o.w {
+                let i = weight.idx(d, j, 0);
+                weight.host[i] = 4.0;
+            }
+            for b in 0..o.b {
+                let t = (3 * d + b) % (o.l - o.w);
+                let (i, k) = (x.idx(b, d, t), x.idx(b, d, (t + o.l / 2) % o.l));
+                x.host[i] = round_to(o.dt, 1e38);
+                x.host[k] = round_to(o.dt, -1e38);
+            }
+        }
+        cu.upload(weight.dev, &encode(o.wdt, &weight.host));
+        cu.upload(x.dev, &encode(o.dt, &x.host));
+    }
     let bias = o.bdt.map(|bdt| T3::new(cu, bdt, [o.d, 1, 1], [b_step, 0, 0], b_off, || rng2.unif() * 0.5));
     let k = o.w - 1;
     let seq = if o.seq_idx {
@@ -868,6 +893,7 @@ fn random_opts(rng: &mut Rng, seed: u64) -> ConvOpts {
         num_slots,
         seed,
         w_rows: seed % 2 == 0,
+        saturate: false,
     }
 }
 
@@ -927,7 +953,7 @@ fn gpu_bwd_random() {
 }
 
 fn big(dt: DType, lay: Lay, b: usize, d: usize, l: usize, w: usize) -> ConvOpts {
-    ConvOpts { dt, wdt: DType::F32, bdt: Some(DType::F32), b, d, l, w, silu: true, lay, seq_idx: false, init: false, packed: None, state_idx: None, has_init: None, num_slots: b, seed: 5, w_rows: false }
+    ConvOpts { dt, wdt: DType::F32, bdt: Some(DType::F32), b, d, l, w, silu: true, lay, seq_idx: false, init: false, packed: None, state_idx: None, has_init: None, num_slots: b, seed: 5, w_rows: false, saturate: false }
 }
 
 /// Rows-mode states through a pool of b + 1 slots: row i takes slot i + 1 (wrapping), -1
@@ -1113,6 +1139,37 @@ fn gpu_bwd_pt_vectors() {
         small_kernel_sweep("bwd_pt", &[Lay::Cf, Lay::CfPad], shapes, 13, false, |o, states, si| {
             check_bwd_with(cu, o, states, states && o.w > 1, true, if si % 2 == 0 { DType::F32 } else { o.dt }, small)
         });
+    });
+}
+
+/// The SiLU backward where the pre-activation overflows fp32 to ±inf (`ConvOpts::saturate`):
+/// silu' takes its limits, 1 and 0, as in the f64 reference (finite there). `bwd_pt` and
+/// `bwd_cfw` (16-bit, W = 5-7) run a block with silu_grad_fast first, which gives NaN at z = ±inf,
+/// and then again with act_grad: both passes run here. Channel-first on `bwd_pt` (2 vectors a
+/// thread, and one) and, 1024 tokens a row, `bwd_cfw` (check_bwd's other-kernel run), and
+/// channel-last; bf16 and f32, W = 4-7.
+#[test]
+#[ignore]
+fn gpu_bwd_silu_saturated() {
+    with_gpu(|cu| {
+        for dt in [DType::BF16, DType::F32] {
+            for lay in [Lay::Cf, Lay::Cl] {
+                for (b, d, l) in [(2, 8, 1024), (1, 6, 256)] {
+                    for w in 4..=7 {
+                        let mut o = big(dt, lay, b, d, l, w);
+                        o.saturate = true;
+                        o.seed = (w * 10 + b) as u64;
+                        run_case(&format!("saturated {}", describe(&o)), || {
+                            let m = check_bwd(cu, &o, false, false, true, DType::F32);
+                            let on = |fam: &str| m.contains(&format!("ccv1d_{fam}_{}_w{w}", dt_name(dt)));
+                            assert!(lay != Lay::Cf || on("bwd_pt"), "not on bwd_pt: {m}");
+                            assert!(lay != Lay::Cf || l < 1024 || on("bwd_cfw"), "not on bwd_cfw: {m}");
+                            m
+                        });
+                    }
+                }
+            }
+        }
     });
 }
 

@@ -507,13 +507,21 @@ CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   // 16-bit W = 5-7 only: measured faster there and slower at W = 4 and 8 (H100, bf16 4x5376x4096
   // SiLU, docs/perf.md session 24: W = 5 / 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2
   // us, W = 4 188.0 -> 188.8, W = 8 219.5 -> 221.4); f32 (memory-bound rows) spilled with it
-  if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < 5 || W > 7) {
+  if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < CCV_CFW_FAST_MINW || W > 7) {
     bwd_cfw_pass<T, W, false>(P, red);
   } else if (__syncthreads_or(bwd_cfw_pass<T, W, true>(P, red))) {
     bwd_cfw_pass<T, W, false>(P, red);  // silu_grad_fast met z = ±inf (or NaN)
   }
 }
 
+// bwd_cfw7: the same body at a launch bound of 7 blocks (instances.h), for 16-bit x at W <= 4
+template <typename T, int W>
+CCV_DEV void bwd_cfw7_body(const ccv_params& P) { bwd_cfw_body<T, W>(P); }
+
 CCV_INSTANTIATE_W(bwd_cf)
 CCV_INSTANTIATE_W(bwd_cfs)
 CCV_INSTANTIATE_W(bwd_cfw)
+CCV_INST_W(bwd_cfw7, f16, ccv_f16, 1) CCV_INST_W(bwd_cfw7, f16, ccv_f16, 2)
+CCV_INST_W(bwd_cfw7, f16, ccv_f16, 3) CCV_INST_W(bwd_cfw7, f16, ccv_f16, 4)
+CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 1) CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 2)
+CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 3) CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 4)

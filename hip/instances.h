@@ -4,7 +4,8 @@
 //                                      fwd_cl, fwd_clw (simple channel-last rows through per-warp rings
 //                                      of 16-byte copies), fwd_pt (small channel-first problems, a vector per thread),
 //                                      fwd_pe (the smallest problems of either layout, an element per thread),
-//                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cl,
+//                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cfw7 (bwd_cfw at 7
+//                                      resident blocks: 16-bit, W <= 4 only), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
 //                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
 //                                      backward in one launch), bwd_pt (small channel-first backward,
@@ -14,7 +15,7 @@
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_pe
-//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
+//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw, bwd_cfw7   bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
 //   bwd_slab.hip: bwd_slab   bwd_pt.hip: bwd_pt, bwd_pe
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
@@ -51,6 +52,7 @@
 #define CCV_NT_bwd_cf 128
 #define CCV_NT_bwd_cfs 128
 #define CCV_NT_bwd_cfw 128
+#define CCV_NT_bwd_cfw7 128
 #define CCV_NT_bwd_cl 128
 #define CCV_NT_bwd_cls 128
 #define CCV_NT_bwd_clw 128
@@ -180,6 +182,14 @@
 #ifndef CCV_LB_bwd_cfw_bf16
 #define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : (W) <= 7 ? 7 : 6)
 #endif
+// bwd_cfw7: 16-bit W <= 4 at 7 blocks (72 registers) for grids whose last wave is fuller at 7
+// than at 8 (kernels.rs bwd_cfw7): bf16 4x5376x4096 SiLU 188.0 -> 186.1 us (docs/perf.md, session 24)
+#ifndef CCV_LB_bwd_cfw7_f16
+#define CCV_LB_bwd_cfw7_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw7, 7)
+#endif
+#ifndef CCV_LB_bwd_cfw7_bf16
+#define CCV_LB_bwd_cfw7_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw7, 7)
+#endif
 #ifndef CCV_LB_bwd_cl_f32
 #define CCV_LB_bwd_cl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cl, 4)
 #endif
@@ -260,6 +270,11 @@
 #endif
 #ifndef CCV_LB_step_bf16
 #define CCV_LB_step_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)
+#endif
+
+// bwd_cfw, 16-bit with SiLU: the least width taking silu_grad_fast (up to 7; bwd_cf.hip)
+#ifndef CCV_CFW_FAST_MINW
+#define CCV_CFW_FAST_MINW 5
 #endif
 
 // 16-byte loads a thread issues before storing them while staging a channel-last tile

@@ -30,7 +30,7 @@
 //! - `ccv1d_update_{dt}_w{W}`: decode update; `ccv1d_stepv_{dt}_w{W}` / `ccv1d_step_{dt}_w{W}`: its
 //!   one-token step in registers / staged through shared memory.
 
-use super::launch::{DeviceInfo, Launch};
+use super::launch::{DeviceInfo, Launch, Vendor};
 use crate::error::*;
 use crate::plan::*;
 
@@ -263,6 +263,9 @@ pub fn all_kernel_names() -> Vec<String> {
         }
         v.push(format!("ccv1d_fwd_states_{dt}"));
         v.push(format!("ccv1d_bwd_states_{dt}"));
+        if dt != "f32" {
+            v.extend((1..=4).map(|w| format!("ccv1d_bwd_cfw7_{dt}_w{w}")));
+        }
     }
     v.push("ccv1d_bwd_reduce".to_string());
     v.push("ccv1d_copy16".to_string());
@@ -928,7 +931,10 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots, true)
     };
     if warp {
-        g.brows = rows_in(warp_span_tokens(inp.x.dtype, dev), NT as i64 / dev.warp_size.max(1) as i64);
+        g.brows = match bwd_cfw7(p, &g, dev) {
+            Some(rows) => rows,
+            None => rows_in(warp_span_tokens(inp.x.dtype, dev), NT as i64 / dev.warp_size.max(1) as i64),
+        };
     } else if layout == Layout::ChannelFirst {
         let r = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype);
         if r == 0 {
@@ -1108,6 +1114,38 @@ fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     cf_warp_spans(&p.inp, &[&p.inp.x, &p.dout, &p.dx], true, dev)
 }
 
+/// Resident blocks per multiprocessor of `ccv1d_bwd_cfw7_*` (its launch bound in instances.h).
+const CFW7_BLOCKS_PER_SM: i64 = 7;
+
+/// 16-bit `bwd_cfw` at W <= 4 (NVIDIA) on `ccv1d_bwd_cfw7_*`, the same kernel at 7 resident
+/// blocks (72 registers) instead of 8 (64), where the grid's last wave is fuller at 7 blocks a
+/// multiprocessor than at 8 and the grid is at least a wave at 8: each grid with its own
+/// `cf_row_group`. Returns that grid's batch rows a block, or None for `bwd_cfw`. Measured on the
+/// H100 (docs/perf.md, session 24; µs, 8 / 7 blocks): 4x5376x4096 (5376 blocks: 5.09 / 5.82
+/// waves) bf16 SiLU 188.0 / 186.1, f16 188.3 / 185.4, without activation 183.9 / 181.2, W = 2
+/// 185.4 / 181.3, W = 3 187.1 / 183.1; 8x2048x1024 and 4x256x4096 (2048 blocks: 1.94 / 2.22
+/// waves) bf16 39.5 / 41.4 and 15.8 / 16.6, which keep 8. `CCV1D_CFW7=0 / 1`: never / wherever
+/// it can run.
+fn bwd_cfw7(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> Option<i64> {
+    let inp = &p.inp;
+    let can = inp.x.dtype != DType::F32 && inp.width <= 4 && dev.vendor == Vendor::Nvidia && bwd_warp_spans(p, dev);
+    if !can || knob(Knob::Cfw7) == Some(0) {
+        return None;
+    }
+    let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
+    let per_step = NT as i64 / dev.warp_size.max(1) as i64;
+    // (rows a block, blocks, idle fraction of the last wave) at `per_sm` blocks a multiprocessor
+    let grid = |per_sm: i64| {
+        let slots = dev.multiprocessors.max(1) as i64 * per_sm;
+        let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, true);
+        let n = ceil_div(inp.batch, rows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
+        (rows, n, ceil_div(n, slots) as f64 - n as f64 / slots as f64, slots)
+    };
+    let (_, n8, idle8, slots8) = grid(bwd_cf_blocks_per_sm(inp.width, true));
+    let (rows7, _, idle7, _) = grid(CFW7_BLOCKS_PER_SM);
+    (knob(Knob::Cfw7) == Some(1) || (n8 >= slots8 && idle7 < idle8)).then_some(rows7)
+}
+
 /// The forward on `ccv1d_fwd_cfw_*`: 16-bit only, at W >= 6 (bf16 4x5376x4096 W=8 130.8 ->
 /// 126.4 us) and on rows of at most half a tile in problems of 2^22 elements and up
 /// (8x2048x1024 28.4 -> 26.3, 4x4096x512 15.8 -> 14.8). Elsewhere the tile kernel was as fast or
@@ -1275,7 +1313,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
             km.rows_log2 = lc;
             ("slab", NT_SLAB)
         } else if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
-            ("cfw", NT)
+            (if bwd_cfw7(p, g, dev).is_some() { "cfw7" } else { "cfw" }, NT)
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p) {
@@ -1499,11 +1537,13 @@ enum Knob {
     FwdPe,
     /// `CCV1D_BWD_PE`: 0 = the smallest backwards never on `bwd_pe`.
     BwdPe,
+    /// `CCV1D_CFW7`: 0 / 1 = 16-bit `bwd_cfw` at W <= 4 never / wherever it can run on `bwd_cfw7`.
+    Cfw7,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 11] = [const { OnceLock::new() }; 11];
+    static VALUES: [OnceLock<Option<i64>>; 12] = [const { OnceLock::new() }; 12];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1516,8 +1556,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::BwdPt => "CCV1D_BWD_PT",
         Knob::FwdPe => "CCV1D_FWD_PE",
         Knob::BwdPe => "CCV1D_BWD_PE",
+        Knob::Cfw7 => "CCV1D_CFW7",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -1540,7 +1581,6 @@ mod gputest;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::launch::Vendor;
     use std::mem::offset_of;
 
     const KPARAMS_H: &str = include_str!("../../hip/kparams.h");
@@ -1620,7 +1660,7 @@ mod tests {
         assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
         assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfw7", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
             assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
         }
         assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -2202,6 +2242,29 @@ mod tests {
         assert_eq!(pt_rows(&p), None);
     }
 
+    /// 16-bit `bwd_cfw` at W <= 4 on `bwd_cfw7` (7 resident blocks) where its grid's last wave
+    /// is fuller: the Mamba-2 shape (5376 blocks: 5.09 waves at 8 blocks a multiprocessor, 5.82
+    /// at 7) takes it, at any batch; 2048 blocks (1.94 / 2.22 waves), f32, W = 5, AMD, a grid
+    /// under a wave and the small kernels' shapes do not.
+    #[test]
+    fn bwd_cfw7_choice() {
+        let fam = |dt: DType, (b, d, l): (i64, i64, i64), w: i64, dev: &DeviceInfo| {
+            let p = bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
+            let v = bwd_launches_pt(&p, dev, 0x8000_0000, SmallBwd::ALL).unwrap();
+            let k = params_of(&v[0]);
+            (v[0].kernel.clone(), k.n_blocks, k.brows)
+        };
+        let dev = h100();
+        assert_eq!(fam(DType::BF16, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_bf16_w4".into(), 5376, 4));
+        assert_eq!(fam(DType::F16, (1, 5376, 4096), 2, &dev), ("ccv1d_bwd_cfw7_f16_w2".into(), 5376, 1));
+        assert_eq!(fam(DType::BF16, (1, 1100, 8192), 3, &dev).0, "ccv1d_bwd_cfw7_bf16_w3");
+        for (dt, shape, w) in [(DType::BF16, (8, 2048, 1024), 4), (DType::BF16, (4, 256, 4096), 4), (DType::F32, (4, 5376, 4096), 4), (DType::BF16, (4, 5376, 4096), 5), (DType::BF16, (1, 1000, 8192), 4)] {
+            assert!(fam(dt, shape, w, &dev).0.starts_with("ccv1d_bwd_cfw_"), "{shape:?} {dt:?} W {w}");
+        }
+        assert!(fam(DType::BF16, (4, 5376, 4096), 4, &mi300()).0.starts_with("ccv1d_bwd_cfw_"));
+        assert!(fam(DType::BF16, (4, 4096, 512), 4, &dev).0.starts_with("ccv1d_bwd_pt_"));
+    }
+
     /// The channel-last backward of simple rows: `bwd_clw` for 16-bit x at W = 3-5 with whole
     /// 16-byte vectors along D, else `bwd_cls` (or `bwd_cl` off the vector path); its geometry.
     #[test]
@@ -2298,13 +2361,14 @@ mod tests {
                 } else if pt {
                     "pt"
                 } else if lay == 0 {
-                    if warp { "cfw" } else if short { "cfs" } else { "cf" }
+                    // (4x5376x4096 at W <= 4: bwd_cfw7, bwd_cfw7_choice)
+                    if warp && w <= 4 { "cfw7" } else if warp { "cfw" } else if short { "cfs" } else { "cf" }
                 } else if d % 8 == 0 {
                     if w == 4 { "clw" } else { "cls" }
                 } else {
                     "cl"
                 };
-                let grouped = tag == "cf" || tag == "cfw";
+                let grouped = tag == "cf" || tag.starts_with("cfw");
                 // one partial row (batch 1 in one chunk, or every batch row in one bwd_cf /
                 // bwd_cfw block, or in channel-major bwd_cfs blocks when the batch is a power of
                 // two up to 2^rows_log2): dweight/dbias stored by the main kernel, no reduce
@@ -2508,7 +2572,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (19 * 8 + 2) + 2);
+        assert_eq!(names.len(), 3 * (19 * 8 + 2) + 2 + 2 * 4);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

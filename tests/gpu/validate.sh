@@ -28,8 +28,9 @@ step sweep 200 env CCV1D_TEST_CASES=${CASES:-1000} CCV1D_TEST_REPEATS=100 "$BIN/
 # only for large shapes): groups of 3 with a shorter last one, skipped rows inside groups
 step bwd-row-groups 200 env CCV1D_BWD_ROWS=3 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-first forward and backward on the warp-span kernels (fwd_cfw, bwd_cfw) wherever
-# they can run (every width; ragged last spans), then never (the tile kernels as before session 8)
-step cf-warp-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# they can run (every width; ragged last spans; 16-bit W <= 4 backward on bwd_cfw7), then never
+# (the tile kernels as before session 8)
+step cf-warp-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_CFW7=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step cf-warp-never 200 env CCV1D_CF_WARP=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-first backward on bwd_pt up to 4096 tokens a channel (where a channel fits)
 # (CCV1D_BWD_PT; by default up to 2048 tokens, bf16 4096; 4096 here: f16 with 2 vectors a thread in 256)

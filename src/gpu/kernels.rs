@@ -13,9 +13,10 @@
 //!   copies, two channels a thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cfs,cfw,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
+//! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
 //!   partials into the workspace (`cfs`: short channel-first rows, several per block; `cfw`:
-//!   channel-first simple rows on the vector path in warp spans, no shared memory; `cls`:
+//!   channel-first simple rows on the vector path in warp spans, no shared memory; `cfw7`: the
+//!   same at 7 resident blocks, 16-bit W <= 4 only, for grids whose last wave is fuller; `cls`:
 //!   channel-last streaming, simple rows on the vector path; `clw`: the same fed by per-warp rings
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);
 //! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
@@ -2244,8 +2245,9 @@ mod tests {
 
     /// 16-bit `bwd_cfw` at W <= 4 on `bwd_cfw7` (7 resident blocks) where its grid's last wave
     /// is fuller: the Mamba-2 shape (5376 blocks: 5.09 waves at 8 blocks a multiprocessor, 5.82
-    /// at 7) takes it, at any batch; 2048 blocks (1.94 / 2.22 waves), f32, W = 5, AMD, a grid
-    /// under a wave and the small kernels' shapes do not.
+    /// at 7) takes it, at any batch, and so does a grid of 2200 blocks (2.08 / 2.38 waves); grids
+    /// of 2048 and 2000 blocks (1.94 / 2.22, 1.89 / 2.16 waves), f32, W = 5, AMD and the small
+    /// kernels' shapes do not.
     #[test]
     fn bwd_cfw7_choice() {
         let fam = |dt: DType, (b, d, l): (i64, i64, i64), w: i64, dev: &DeviceInfo| {

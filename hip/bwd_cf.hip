@@ -451,8 +451,8 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 // [bg*G, bg*G + G) and one chunk; its work is the G x (chunk / SPAN) spans, taken by its warps
 // in turn (warp wid: spans wid, wid + NW, ...), so short rows fill a block with several rows.
 // One weight load and one dweight/dbias partial per block, stored as in bwd_cf. With SiLU a
-// 16-bit block at W = 5-7 runs with silu_grad_fast (FAST), and again without it when a thread's
-// sum of g is NaN.
+// 16-bit block at the widths of bwd_cfw_body's FAST_MINW runs with silu_grad_fast (FAST), and
+// again without it when a thread's sum of g is NaN.
 template <typename T, int W, bool FAST>
 CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   constexpr int V = Tr<T>::V, NT = CCV_NT_bwd_cfw, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;
@@ -500,27 +500,31 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   return FAST && isnan(db);
 }
 
-template <typename T, int W>
+// FAST_MINW: the least width with silu_grad_fast. bwd_cfw: 16-bit W = 5-7 only, measured faster
+// there and slower at W = 4 and 8 (H100, bf16 4x5376x4096 SiLU, docs/perf.md session 24: W = 5 /
+// 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2 us, W = 4 188.0 -> 188.8, W = 8 219.5 ->
+// 221.4); bwd_cfw7 at W = 4 (186.1 -> 185.7, f16 185.4 -> 185.1). f32 (memory-bound rows)
+// spilled with it.
+template <typename T, int W, int FAST_MINW = CCV_CFW_FAST_MINW>
 CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   __shared__ float red[CCV_NT_bwd_cfw / CCV_WARP * (W + 1)];
   if (block_linear() >= (uint64_t)P.n_blocks) return;
-  // 16-bit W = 5-7 only: measured faster there and slower at W = 4 and 8 (H100, bf16 4x5376x4096
-  // SiLU, docs/perf.md session 24: W = 5 / 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2
-  // us, W = 4 188.0 -> 188.8, W = 8 219.5 -> 221.4); f32 (memory-bound rows) spilled with it
-  if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < CCV_CFW_FAST_MINW || W > 7) {
+  if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < FAST_MINW || W > 7) {
     bwd_cfw_pass<T, W, false>(P, red);
   } else if (__syncthreads_or(bwd_cfw_pass<T, W, true>(P, red))) {
     bwd_cfw_pass<T, W, false>(P, red);  // silu_grad_fast met z = ±inf (or NaN)
   }
 }
 
-// bwd_cfw7: the same body at a launch bound of 7 blocks (instances.h), for 16-bit x at W <= 4
+// bwd_cfw7: the same body at a launch bound of 7 blocks (instances.h), for W <= 4
 template <typename T, int W>
-CCV_DEV void bwd_cfw7_body(const ccv_params& P) { bwd_cfw_body<T, W>(P); }
+CCV_DEV void bwd_cfw7_body(const ccv_params& P) { bwd_cfw_body<T, W, 4>(P); }
 
 CCV_INSTANTIATE_W(bwd_cf)
 CCV_INSTANTIATE_W(bwd_cfs)
 CCV_INSTANTIATE_W(bwd_cfw)
+CCV_INST_W(bwd_cfw7, f32, float, 1) CCV_INST_W(bwd_cfw7, f32, float, 2)
+CCV_INST_W(bwd_cfw7, f32, float, 3) CCV_INST_W(bwd_cfw7, f32, float, 4)
 CCV_INST_W(bwd_cfw7, f16, ccv_f16, 1) CCV_INST_W(bwd_cfw7, f16, ccv_f16, 2)
 CCV_INST_W(bwd_cfw7, f16, ccv_f16, 3) CCV_INST_W(bwd_cfw7, f16, ccv_f16, 4)
 CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 1) CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 2)

@@ -5,7 +5,7 @@
 //                                      of 16-byte copies), fwd_pt (small channel-first problems, a vector per thread),
 //                                      fwd_pe (the smallest problems of either layout, an element per thread),
 //                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cfw7 (bwd_cfw at 7
-//                                      resident blocks: 16-bit, W <= 4 only), bwd_cl,
+//                                      resident blocks: W <= 4 only), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
 //                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
 //                                      backward in one launch), bwd_pt (small channel-first backward,
@@ -182,8 +182,12 @@
 #ifndef CCV_LB_bwd_cfw_bf16
 #define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : (W) <= 7 ? 7 : 6)
 #endif
-// bwd_cfw7: 16-bit W <= 4 at 7 blocks (72 registers) for grids whose last wave is fuller at 7
-// than at 8 (kernels.rs bwd_cfw7): bf16 4x5376x4096 SiLU 188.0 -> 186.1 us (docs/perf.md, session 24)
+// bwd_cfw7: W <= 4 at 7 blocks (72 registers) for grids whose last wave is fuller at 7 than at 8
+// (kernels.rs bwd_cfw7): 4x5376x4096 SiLU bf16 188.0 -> 186.1 us, f32 360.9 -> 359.2 (docs/perf.md,
+// session 24)
+#ifndef CCV_LB_bwd_cfw7_f32
+#define CCV_LB_bwd_cfw7_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw7, 7)
+#endif
 #ifndef CCV_LB_bwd_cfw7_f16
 #define CCV_LB_bwd_cfw7_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw7, 7)
 #endif
@@ -272,7 +276,8 @@
 #define CCV_LB_step_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)
 #endif
 
-// bwd_cfw, 16-bit with SiLU: the least width taking silu_grad_fast (up to 7; bwd_cf.hip)
+// bwd_cfw, 16-bit with SiLU: the least width taking silu_grad_fast (up to 7; bwd_cf.hip; bwd_cfw7
+// takes it at W = 4)
 #ifndef CCV_CFW_FAST_MINW
 #define CCV_CFW_FAST_MINW 5
 #endif

@@ -16,7 +16,7 @@
 //! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
 //!   partials into the workspace (`cfs`: short channel-first rows, several per block; `cfw`:
 //!   channel-first simple rows on the vector path in warp spans, no shared memory; `cfw7`: the
-//!   same at 7 resident blocks, 16-bit W <= 4 only, for grids whose last wave is fuller; `cls`:
+//!   same at 7 resident blocks, W <= 4 only, for grids whose last wave is fuller; `cls`:
 //!   channel-last streaming, simple rows on the vector path; `clw`: the same fed by per-warp rings
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);
 //! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
@@ -264,9 +264,7 @@ pub fn all_kernel_names() -> Vec<String> {
         }
         v.push(format!("ccv1d_fwd_states_{dt}"));
         v.push(format!("ccv1d_bwd_states_{dt}"));
-        if dt != "f32" {
-            v.extend((1..=4).map(|w| format!("ccv1d_bwd_cfw7_{dt}_w{w}")));
-        }
+        v.extend((1..=4).map(|w| format!("ccv1d_bwd_cfw7_{dt}_w{w}")));
     }
     v.push("ccv1d_bwd_reduce".to_string());
     v.push("ccv1d_copy16".to_string());
@@ -1118,18 +1116,20 @@ fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
 /// Resident blocks per multiprocessor of `ccv1d_bwd_cfw7_*` (its launch bound in instances.h).
 const CFW7_BLOCKS_PER_SM: i64 = 7;
 
-/// 16-bit `bwd_cfw` at W <= 4 (NVIDIA) on `ccv1d_bwd_cfw7_*`, the same kernel at 7 resident
-/// blocks (72 registers) instead of 8 (64), where the grid's last wave is fuller at 7 blocks a
+/// `bwd_cfw` at W <= 4 (NVIDIA) on `ccv1d_bwd_cfw7_*`, the same kernel at 7 resident blocks (72
+/// registers) instead of 8 (64), where the grid's last wave is fuller at 7 blocks a
 /// multiprocessor than at 8 and the grid is at least a wave at 8: each grid with its own
 /// `cf_row_group`. Returns that grid's batch rows a block, or None for `bwd_cfw`. Measured on the
 /// H100 (docs/perf.md, session 24; µs, 8 / 7 blocks): 4x5376x4096 (5376 blocks: 5.09 / 5.82
 /// waves) bf16 SiLU 188.0 / 186.1, f16 188.3 / 185.4, without activation 183.9 / 181.2, W = 2
-/// 185.4 / 181.3, W = 3 187.1 / 183.1; 8x2048x1024 and 4x256x4096 (2048 blocks: 1.94 / 2.22
-/// waves) bf16 39.5 / 41.4 and 15.8 / 16.6, which keep 8. `CCV1D_CFW7=0 / 1`: never / wherever
+/// 185.4 / 181.3, W = 3 187.1 / 183.1, f32 SiLU 360.9 / 359.2, without activation 360.5 / 358.7,
+/// 2x5376x4096 f32 184.0 / 181.4; 8x2048x1024 and 4x256x4096 (2048 blocks: 1.94 / 2.22 waves)
+/// bf16 39.5 / 41.4 and 15.8 / 16.6, f32 74.0 / 75.9 and 23.1 / 23.6, which keep 8. With SiLU at
+/// 16-bit W = 4 it takes silu_grad_fast (hip/bwd_cf.hip). `CCV1D_CFW7=0 / 1`: never / wherever
 /// it can run.
 fn bwd_cfw7(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> Option<i64> {
     let inp = &p.inp;
-    let can = inp.x.dtype != DType::F32 && inp.width <= 4 && dev.vendor == Vendor::Nvidia && bwd_warp_spans(p, dev);
+    let can = inp.width <= 4 && dev.vendor == Vendor::Nvidia && bwd_warp_spans(p, dev);
     if !can || knob(Knob::Cfw7) == Some(0) {
         return None;
     }
@@ -1538,7 +1538,7 @@ enum Knob {
     FwdPe,
     /// `CCV1D_BWD_PE`: 0 = the smallest backwards never on `bwd_pe`.
     BwdPe,
-    /// `CCV1D_CFW7`: 0 / 1 = 16-bit `bwd_cfw` at W <= 4 never / wherever it can run on `bwd_cfw7`.
+    /// `CCV1D_CFW7`: 0 / 1 = `bwd_cfw` at W <= 4 never / wherever it can run on `bwd_cfw7`.
     Cfw7,
 }
 
@@ -2243,11 +2243,11 @@ mod tests {
         assert_eq!(pt_rows(&p), None);
     }
 
-    /// 16-bit `bwd_cfw` at W <= 4 on `bwd_cfw7` (7 resident blocks) where its grid's last wave
-    /// is fuller: the Mamba-2 shape (5376 blocks: 5.09 waves at 8 blocks a multiprocessor, 5.82
-    /// at 7) takes it, at any batch, and so does a grid of 2200 blocks (2.08 / 2.38 waves); grids
-    /// of 2048 and 2000 blocks (1.94 / 2.22, 1.89 / 2.16 waves), f32, W = 5, AMD and the small
-    /// kernels' shapes do not.
+    /// `bwd_cfw` at W <= 4 on `bwd_cfw7` (7 resident blocks) where its grid's last wave is
+    /// fuller: the Mamba-2 shape (5376 blocks: 5.09 waves at 8 blocks a multiprocessor, 5.82 at
+    /// 7) takes it, at any batch and dtype, and so does a grid of 2200 blocks (2.08 / 2.38
+    /// waves); grids of 2048 and 2000 blocks (1.94 / 2.22, 1.89 / 2.16 waves), W = 5, AMD and the
+    /// small kernels' shapes do not.
     #[test]
     fn bwd_cfw7_choice() {
         let fam = |dt: DType, (b, d, l): (i64, i64, i64), w: i64, dev: &DeviceInfo| {
@@ -2259,8 +2259,9 @@ mod tests {
         let dev = h100();
         assert_eq!(fam(DType::BF16, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_bf16_w4".into(), 5376, 4));
         assert_eq!(fam(DType::F16, (1, 5376, 4096), 2, &dev), ("ccv1d_bwd_cfw7_f16_w2".into(), 5376, 1));
+        assert_eq!(fam(DType::F32, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_f32_w4".into(), 5376, 4));
         assert_eq!(fam(DType::BF16, (1, 1100, 8192), 3, &dev).0, "ccv1d_bwd_cfw7_bf16_w3");
-        for (dt, shape, w) in [(DType::BF16, (8, 2048, 1024), 4), (DType::BF16, (4, 256, 4096), 4), (DType::F32, (4, 5376, 4096), 4), (DType::BF16, (4, 5376, 4096), 5), (DType::BF16, (1, 1000, 8192), 4)] {
+        for (dt, shape, w) in [(DType::BF16, (8, 2048, 1024), 4), (DType::F32, (4, 256, 4096), 4), (DType::BF16, (4, 5376, 4096), 5), (DType::BF16, (1, 1000, 8192), 4)] {
             assert!(fam(dt, shape, w, &dev).0.starts_with("ccv1d_bwd_cfw_"), "{shape:?} {dt:?} W {w}");
         }
         assert!(fam(DType::BF16, (4, 5376, 4096), 4, &mi300()).0.starts_with("ccv1d_bwd_cfw_"));
@@ -2420,7 +2421,8 @@ mod tests {
         // bwd_cfw row groups (H100, 132 SMs, 8 blocks per SM at W=4; 4 warps, a warp span 512
         // bf16 / 256 f32 tokens): 4x5376x4096 bf16 W=4, 8 spans per row (2 steps): (waves,
         // steps + 1) = (21, 3), (11, 5), (6, 9) for 1, 2, 4 rows → 4, every row of a channel in
-        // one block (direct); f32, 16 spans: (21, 5), (11, 9), (6, 17) → 2; 8x600x2048 (ccv1d
+        // one block (direct); f32, 16 spans: (21, 5), (11, 9), (6, 17) → 2 at 8 blocks, but its
+        // last wave is fuller on bwd_cfw7 (7 blocks: (24, 5), (12, 9), (6, 17) → 4); 8x600x2048 (ccv1d
         // test rows/grouped-bwd): 3 (groups of 3, 3, 2 rows); 8x2048x1024 bf16, 2 spans per row:
         // (16, 2), (8, 2), (4, 3), (2, 5) → 8; 4x4096x512: one span per row → 4. Long rows
         // (several chunks) stay at one row; so do those of bwd_cf (W = 8). bwd_cfs (rows shorter
@@ -2429,7 +2431,7 @@ mod tests {
         // span per row, 1 or 2 rows tie at (1, 2) → 2 (no reduce launch); bf16 bwd_cfs → 2
         for (dt, b, d, l, w, rows) in [
             (DType::BF16, 4, 5376, 4096, 4, 4),
-            (DType::F32, 4, 5376, 4096, 4, 2),
+            (DType::F32, 4, 5376, 4096, 4, 4),
             (DType::BF16, 4, 256, 4096, 4, 1),
             (DType::BF16, 8, 600, 2048, 4, 3),
             (DType::F32, 8, 600, 2048, 4, 3),
@@ -2574,7 +2576,7 @@ mod tests {
     #[test]
     fn names_are_the_instantiated_set() {
         let names = all_kernel_names();
-        assert_eq!(names.len(), 3 * (19 * 8 + 2) + 2 + 2 * 4);
+        assert_eq!(names.len(), 3 * (19 * 8 + 2 + 4) + 2);
         let set: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(set.len(), names.len());
         assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

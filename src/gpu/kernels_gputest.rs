@@ -1142,16 +1142,16 @@ fn gpu_bwd_pt_vectors() {
     });
 }
 
-/// 16-bit channel-first backwards on `bwd_cfw7` (`bwd_cfw` at 7 resident blocks) where the
-/// default takes it: 1100 channels of 8192 tokens, 2200 blocks (2.08 waves at 8 blocks a
-/// multiprocessor on the H100, 2.38 at 7); f16 and bf16, W = 1-4, SiLU at W >= 2, states
+/// Channel-first backwards on `bwd_cfw7` (`bwd_cfw` at 7 resident blocks) where the default
+/// takes it: 1100 channels of 8192 tokens, 2200 blocks (2.08 waves at 8 blocks a multiprocessor
+/// on the H100, 2.38 at 7); every dtype, W = 1-4, SiLU at W >= 2 (16-bit W = 4: silu_grad_fast), states
 /// (initial states through a slot pool, dfinal, dinitial_states) at odd widths. Each case must
 /// run on it (H100-sized devices; elsewhere the case reports the kernel it ran on).
 #[test]
 #[ignore]
 fn gpu_bwd_cfw7() {
     with_gpu(|cu| {
-        for dt in [DType::F16, DType::BF16] {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
             for w in 1..=4 {
                 let mut o = pt_case(dt, Lay::Cf, (1, 1100, 8192), 0, w, 3);
                 o.silu = w >= 2;

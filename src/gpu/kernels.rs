@@ -1120,13 +1120,14 @@ const CFW7_BLOCKS_PER_SM: i64 = 7;
 /// registers) instead of 8 (64), where the grid's last wave is fuller at 7 blocks a
 /// multiprocessor than at 8 and the grid is at least a wave at 8: each grid with its own
 /// `cf_row_group`. Returns that grid's batch rows a block, or None for `bwd_cfw`. Measured on the
-/// H100 (docs/perf.md, session 24; µs, 8 / 7 blocks): 4x5376x4096 (5376 blocks: 5.09 / 5.82
-/// waves) bf16 SiLU 188.0 / 186.1, f16 188.3 / 185.4, without activation 183.9 / 181.2, W = 2
-/// 185.4 / 181.3, W = 3 187.1 / 183.1, f32 SiLU 360.9 / 359.2, without activation 360.5 / 358.7,
-/// 2x5376x4096 f32 184.0 / 181.4; 8x2048x1024 and 4x256x4096 (2048 blocks: 1.94 / 2.22 waves)
-/// bf16 39.5 / 41.4 and 15.8 / 16.6, f32 74.0 / 75.9 and 23.1 / 23.6, which keep 8. With SiLU at
-/// 16-bit W = 4 it takes silu_grad_fast (hip/bwd_cf.hip). `CCV1D_CFW7=0 / 1`: never / wherever
-/// it can run.
+/// H100 (docs/perf.md, session 24; µs, `CCV1D_CFW7=0` / default): 4x5376x4096 (16-bit: 5376
+/// blocks, 5.09 / 5.82 waves) bf16 SiLU 188.0 / 185.8, f16 188.3 / 185.1, without activation
+/// 183.5 / 181.2, W = 2 185.3 / 181.4, W = 3 187.1 / 183.1; f32 (2 rows a block at 8 blocks, 4 at
+/// 7) SiLU 361.0 / 360.2, without activation 360.8 / 360.5, 2x5376x4096 184.7 / 181.6,
+/// 1x5376x4096 95.3 / 94.4. Kernel images at 7 blocks on 2048-block grids (1.94 / 2.22 waves):
+/// 8x2048x1024 bf16 39.5 -> 41.4 and f32 74.0 -> 75.9, 4x256x4096 bf16 15.8 -> 16.6 and f32 23.1
+/// -> 23.6, so those keep 8. With SiLU at 16-bit W = 4 it takes silu_grad_fast (hip/bwd_cf.hip).
+/// `CCV1D_CFW7=0 / 1`: never / wherever it can run.
 fn bwd_cfw7(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> Option<i64> {
     let inp = &p.inp;
     let can = inp.width <= 4 && dev.vendor == Vendor::Nvidia && bwd_warp_spans(p, dev);

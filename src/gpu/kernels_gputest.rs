@@ -1145,24 +1145,26 @@ fn gpu_bwd_pt_vectors() {
 /// Channel-first backwards on `bwd_cfw7` (`bwd_cfw` at 7 resident blocks) where the default
 /// takes it: 1100 channels of 8192 tokens, 2200 blocks (2.08 waves at 8 blocks a multiprocessor
 /// on the H100, 2.38 at 7); every dtype, W = 1-4, SiLU at W >= 2 (16-bit W = 4: silu_grad_fast), states
-/// (initial states through a slot pool, dfinal, dinitial_states) at odd widths. Each case must
-/// run on it (H100-sized devices; elsewhere the case reports the kernel it ran on).
+/// (initial states through a slot pool, dfinal, dinitial_states) at odd widths; and bf16 W = 4
+/// with pre-activations past the fp32 range (`ConvOpts::saturate`: silu_grad_fast's second
+/// pass). Each case must run on it (H100-sized devices; elsewhere the case reports the kernel it
+/// ran on).
 #[test]
 #[ignore]
 fn gpu_bwd_cfw7() {
+    let widths = [DType::F32, DType::F16, DType::BF16].into_iter().flat_map(|dt| (1..=4).map(move |w| (dt, w, false)));
     with_gpu(|cu| {
-        for dt in [DType::F32, DType::F16, DType::BF16] {
-            for w in 1..=4 {
-                let mut o = pt_case(dt, Lay::Cf, (1, 1100, 8192), 0, w, 3);
-                o.silu = w >= 2;
-                let states = w % 2 == 1;
-                run_case(&format!("bwd_cfw7 {}", describe(&o)), || {
-                    let m = check_bwd(cu, &o, states, states && o.w > 1, true, DType::F32);
-                    let sms = cu.dev_info.multiprocessors;
-                    assert!(sms != 132 || m.contains(&format!("[ccv1d_bwd_cfw7_{}_w{w}", dt_name(dt))), "not on bwd_cfw7: {m}");
-                    m
-                });
-            }
+        for (dt, w, saturate) in widths.chain([(DType::BF16, 4, true)]) {
+            let mut o = pt_case(dt, Lay::Cf, (1, 1100, 8192), 0, w, 3);
+            o.silu = w >= 2;
+            o.saturate = saturate;
+            let states = w % 2 == 1;
+            run_case(&format!("bwd_cfw7 {}{}", describe(&o), if saturate { " saturated" } else { "" }), || {
+                let m = check_bwd(cu, &o, states, states && o.w > 1, true, DType::F32);
+                let sms = cu.dev_info.multiprocessors;
+                assert!(sms != 132 || m.contains(&format!("[ccv1d_bwd_cfw7_{}_w{w}", dt_name(dt))), "not on bwd_cfw7: {m}");
+                m
+            });
         }
     });
 }

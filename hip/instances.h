@@ -183,7 +183,7 @@
 #define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : (W) <= 7 ? 7 : 6)
 #endif
 // bwd_cfw7: W <= 4 at 7 blocks (72 registers) for grids whose last wave is fuller at 7 than at 8
-// (kernels.rs bwd_cfw7): 4x5376x4096 SiLU bf16 188.0 -> 185.8 us, f32 361.0 -> 360.2, 2x5376x4096
+// (kernels.rs bwd_cfw_rows): 4x5376x4096 SiLU bf16 188.0 -> 185.8 us, f32 361.0 -> 360.2, 2x5376x4096
 // f32 184.7 -> 181.6 (docs/perf.md, session 24)
 #ifndef CCV_LB_bwd_cfw7_f32
 #define CCV_LB_bwd_cfw7_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw7, 7)

@@ -924,20 +924,14 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
     }
     let mut g = main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev)?;
     let warp = layout == Layout::ChannelFirst && bwd_warp_spans(p, dev);
-    let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width, warp && inp.x.dtype != DType::F32);
-    let rows_in = |unit: i64, per_step: i64| {
-        let spans = ceil_div(g.chunk.min(inp.seqlen), unit);
-        cf_row_group(inp.batch, inp.dim, &g, spans, per_step, slots, true)
-    };
     if warp {
-        g.brows = match bwd_cfw7(p, &g, dev) {
-            Some(rows) => rows,
-            None => rows_in(warp_span_tokens(inp.x.dtype, dev), NT as i64 / dev.warp_size.max(1) as i64),
-        };
+        g.brows = bwd_cfw_rows(p, &g, dev).0;
     } else if layout == Layout::ChannelFirst {
         let r = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype);
         if r == 0 {
-            g.brows = rows_in(tile_tokens(layout, inp.x.dtype), 1);
+            let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width, false);
+            let spans = ceil_div(g.chunk.min(inp.seqlen), tile_tokens(layout, inp.x.dtype));
+            g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, 1, slots, true);
         } else if inp.batch > 1 && inp.batch & (inp.batch - 1) == 0 && inp.batch <= 1 << r {
             // bwd_cfs: every batch row of a channel in one block (channel-major rows), so one
             // partial row, stored directly: no reduce launch (seeds' Small bf16: 2 launches -> 1)
@@ -1116,10 +1110,11 @@ fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
 /// Resident blocks per multiprocessor of `ccv1d_bwd_cfw7_*` (its launch bound in instances.h).
 const CFW7_BLOCKS_PER_SM: i64 = 7;
 
-/// `bwd_cfw` at W <= 4 (NVIDIA) on `ccv1d_bwd_cfw7_*`, the same kernel at 7 resident blocks (72
+/// A `bwd_cfw` call's batch rows a block (`cf_row_group` over its warp spans) and whether it runs
+/// as `ccv1d_bwd_cfw7_*`: at W <= 4 (NVIDIA), the same kernel at 7 resident blocks (72
 /// registers) instead of 8 (64), where the grid's last wave is fuller at 7 blocks a
-/// multiprocessor than at 8 and the grid is at least a wave at 8: each grid with its own
-/// `cf_row_group`. Returns that grid's batch rows a block, or None for `bwd_cfw`. Measured on the
+/// multiprocessor than at 8 and the grid is at least a wave at 8, each grid with its own row
+/// groups. Measured on the
 /// H100 (docs/perf.md, session 24; µs, `CCV1D_CFW7=0` / default): 4x5376x4096 (16-bit: 5376
 /// blocks, 5.09 / 5.82 waves) bf16 SiLU 188.0 / 185.8, f16 188.3 / 185.1, without activation
 /// 183.5 / 181.2, W = 2 185.3 / 181.4, W = 3 187.1 / 183.1; f32 (2 rows a block at 8 blocks, 4 at
@@ -1128,24 +1123,26 @@ const CFW7_BLOCKS_PER_SM: i64 = 7;
 /// 8x2048x1024 bf16 39.5 -> 41.4 and f32 74.0 -> 75.9, 4x256x4096 bf16 15.8 -> 16.6 and f32 23.1
 /// -> 23.6, so those keep 8. With SiLU at 16-bit W = 4 it takes silu_grad_fast (hip/bwd_cf.hip).
 /// `CCV1D_CFW7=0 / 1`: never / wherever it can run.
-fn bwd_cfw7(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> Option<i64> {
+fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     let inp = &p.inp;
-    let can = inp.width <= 4 && dev.vendor == Vendor::Nvidia && bwd_warp_spans(p, dev);
-    if !can || knob(Knob::Cfw7) == Some(0) {
-        return None;
-    }
     let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
     let per_step = NT as i64 / dev.warp_size.max(1) as i64;
-    // (rows a block, blocks, idle fraction of the last wave) at `per_sm` blocks a multiprocessor
+    // (rows a block, blocks, idle fraction of the last wave, slots) at `per_sm` blocks a
+    // multiprocessor
     let grid = |per_sm: i64| {
         let slots = dev.multiprocessors.max(1) as i64 * per_sm;
         let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, true);
         let n = ceil_div(inp.batch, rows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
         (rows, n, ceil_div(n, slots) as f64 - n as f64 / slots as f64, slots)
     };
-    let (_, n8, idle8, slots8) = grid(bwd_cf_blocks_per_sm(inp.width, true));
-    let (rows7, _, idle7, _) = grid(CFW7_BLOCKS_PER_SM);
-    (knob(Knob::Cfw7) == Some(1) || (n8 >= slots8 && idle7 < idle8)).then_some(rows7)
+    let (rows8, n8, idle8, slots8) = grid(bwd_cf_blocks_per_sm(inp.width, inp.x.dtype != DType::F32));
+    if inp.width <= 4 && dev.vendor == Vendor::Nvidia && knob(Knob::Cfw7) != Some(0) {
+        let (rows7, _, idle7, _) = grid(CFW7_BLOCKS_PER_SM);
+        if knob(Knob::Cfw7) == Some(1) || (n8 >= slots8 && idle7 < idle8) {
+            return (rows7, true);
+        }
+    }
+    (rows8, false)
 }
 
 /// The forward on `ccv1d_fwd_cfw_*`: 16-bit only, at W >= 6 (bf16 4x5376x4096 W=8 130.8 ->
@@ -1315,7 +1312,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
             km.rows_log2 = lc;
             ("slab", NT_SLAB)
         } else if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
-            (if bwd_cfw7(p, g, dev).is_some() { "cfw7" } else { "cfw" }, NT)
+            (if bwd_cfw_rows(p, g, dev).1 { "cfw7" } else { "cfw" }, NT)
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p) {

@@ -483,20 +483,28 @@ CCV_DEV void bwd_reduce_body(const ccv_params& P) {
   const uint32_t n = (uint32_t)P.dim * W1;
   const int lanes = blockDim.x / 32, tx = threadIdx.x % 32, lane = threadIdx.x / 32;
   const uint32_t idx = block_linear() * 32 + tx;
-  const int64_t R = P.n_partials;
+  const int R = (int)P.n_partials;  // kernels.rs: below 2^31
   float s = 0.f;
   if (idx < n) {
     const float* src = P.ws + idx;
-    int64_t r = lane;
     constexpr int AHEAD = 8;
+    int r = lane;
     for (; r + (AHEAD - 1) * lanes < R; r += AHEAD * lanes) {
       float v[AHEAD];
 #pragma unroll
-      for (int u = 0; u < AHEAD; ++u) v[u] = src[(r + u * lanes) * (int64_t)n];
+      for (int u = 0; u < AHEAD; ++u) v[u] = src[(int64_t)(r + u * lanes) * n];
 #pragma unroll
       for (int u = 0; u < AHEAD; ++u) s += v[u];
     }
-    for (; r < R; r += lanes) s += src[r * (int64_t)n];
+    // the last rows in one round trip too: a row past R loads row R - 1 again and adds +0
+    // instead (the same bits). A remainder loop of single loads waited a round trip a row.
+    if (r < R) {
+      float v[AHEAD];
+#pragma unroll
+      for (int u = 0; u < AHEAD; ++u) v[u] = src[(int64_t)min(r + u * lanes, R - 1) * n];
+#pragma unroll
+      for (int u = 0; u < AHEAD; ++u) s += r + u * lanes < R ? v[u] : 0.f;
+    }
   }
   part[threadIdx.x] = s;
   for (int h = lanes / 2; h >= 1; h /= 2) {

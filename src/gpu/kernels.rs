@@ -1232,10 +1232,14 @@ fn bwd_direct(n_partials: i64) -> bool {
     n_partials == 1
 }
 
-/// Lanes per output of `ccv1d_bwd_reduce` (its block = 32 outputs x lanes): about 4 partial rows
-/// per lane, 4 to 32 lanes. A function of n_partials alone, so the summation order is too.
+/// Lanes per output of `ccv1d_bwd_reduce` (its block = 32 outputs x lanes): about 8 partial rows
+/// per lane (one batch of loads), 4 to 32 lanes. A function of n_partials alone (and of the
+/// `CCV1D_REDUCE_ROWS` tuning knob), so the summation order is too. H100 (docs/perf.md, session
+/// 25; µs, SiLU, 4 rows a lane / 8): 4x5376x4096 bf16 channel-last 206.8 / 205.7, 4x256x4096 17.5
+/// / 17.1, 4x64x256 f32 7.5 / 7.1, 8x2048x1024 bf16 44.2 / 44.3; the others within 0.1.
 fn reduce_lanes(n_partials: i64) -> u32 {
-    (ceil_div(n_partials.max(1), 4) as u64).next_power_of_two().clamp(4, NT_REDUCE as u64 / 32) as u32
+    let rows = knob(Knob::ReduceRows).unwrap_or(8);
+    (ceil_div(n_partials.max(1), rows) as u64).next_power_of_two().clamp(4, NT_REDUCE as u64 / 32) as u32
 }
 
 /// Workspace bytes `bwd_launches` needs: fp32 partials `[batch * n_chunks, dim, width + 1]`.
@@ -1328,8 +1332,12 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
     // direct, else by the reduce kernel.
     if !direct {
         let nred = inp.dim * (inp.width + 1);
+        // bwd_reduce indexes rows in 32 bits, a batch of loads past the last row included
         if nred > MAX_BLOCKS {
             bail!(CCV1D_ERR_OVERFLOW, "dim too large");
+        }
+        if n_partials > i32::MAX as i64 - 1024 {
+            bail!(CCV1D_ERR_OVERFLOW, "too many partial rows ({n_partials}) for one reduce launch");
         }
         let mut kr = k;
         kr.n_blocks = ceil_div(nred, 32);
@@ -1538,11 +1546,13 @@ enum Knob {
     BwdPe,
     /// `CCV1D_CFW7`: 0 / 1 = `bwd_cfw` at W <= 4 never / wherever it can run on `bwd_cfw7`.
     Cfw7,
+    /// `CCV1D_REDUCE_ROWS`: partial rows per lane of `bwd_reduce` (the lanes: a power of two).
+    ReduceRows,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 12] = [const { OnceLock::new() }; 12];
+    static VALUES: [OnceLock<Option<i64>>; 13] = [const { OnceLock::new() }; 13];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1556,6 +1566,7 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::FwdPe => "CCV1D_FWD_PE",
         Knob::BwdPe => "CCV1D_BWD_PE",
         Knob::Cfw7 => "CCV1D_CFW7",
+        Knob::ReduceRows => "CCV1D_REDUCE_ROWS",
     };
     let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
@@ -1760,9 +1771,9 @@ mod tests {
 
     #[test]
     fn reduce_lanes_rows_per_lane() {
-        // 4 to 32 lanes, powers of two, ~4 partial rows per lane (4x256x4096 channel-last: 128 rows)
+        // 4 to 32 lanes, powers of two, ~8 partial rows per lane (4x256x4096 channel-last: 128 rows)
         let got: Vec<u32> = [0, 1, 4, 16, 17, 64, 65, 128, 792, 1 << 20].iter().map(|&r| reduce_lanes(r)).collect();
-        assert_eq!(got, [4, 4, 4, 4, 8, 16, 32, 32, 32, 32]);
+        assert_eq!(got, [4, 4, 4, 4, 4, 8, 16, 16, 32, 32]);
     }
 
     /// The channel-last forward on `fwd_clw` for 16-bit x at W >= 5 with whole 16-byte vectors

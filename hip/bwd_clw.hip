@@ -4,11 +4,11 @@
 // of 32 threads (a group always lies inside one warp, 32 or 64 wide) walk consecutive segments
 // [s0, s1) of the chunk. Thread i of a group owns channels c0 + 2i and c0 + 2i + 1: two channels'
 // windows and partials are few registers, so many warps fit per SM (bwd_cls holds four).
-// Per step the group's 32 threads each copy one 16-byte vector of x and one of dout, TS = V / 2
-// tokens x 64 channels, into the group's ring slot (R steps in flight, no registers held); after
-// the wait and a warp sync each thread reads its two channels of those tokens from shared memory
-// (consecutive 4- or 8-byte words: no bank conflicts). The math per token is bwd_cls's
-// (ClBwdWalk, clbwd.h):
+// Per step the group's 32 threads each copy CPT 16-byte vectors of x and CPT of dout, TS = CPT V
+// / 2 tokens x 64 channels, into the group's ring slot (R - 1 steps in flight, no registers held;
+// R = rows_log2, 2 to CCV_CLW_RING slots, chosen by kernels.rs per grid); after the wait and a
+// warp sync each thread reads its two channels of those tokens from shared memory (consecutive 4-
+// or 8-byte words: no bank conflicts). The math per token is bwd_cls's (ClBwdWalk, clbwd.h):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
 //   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0,
 // walking q over [s0, s1 + K) with x from s0 - K (initial state or 0 before the row start).
@@ -20,18 +20,27 @@
 // The block's shape, and its shared memory: the groups' rings during the walk, the partials after
 template <typename T, int W> struct ClwShape : ClwGroups<T, CCV_NT_bwd_clw> {
   typedef ClwGroups<T, CCV_NT_bwd_clw> G;
-  static constexpr int TS = G::GS / G::VPT, R = CCV_CLW_RING;
+  static constexpr int UJ = G::GS / G::VPT;  // tokens of one copy round
+  static constexpr int CPT = CCV_CLW_COPIES, TS = CPT * UJ, R = CCV_CLW_RING;  // R: the most slots
   static constexpr int SLOT = 2 * TS * G::CC;  // elements of one ring slot: x tokens, then dout tokens
   static constexpr int RING = G::NG * R * SLOT * (int)sizeof(T), RED = G::NG * G::CC * (W + 1) * 4;
   static constexpr int SMEM = RING > RED ? RING : RED;
   static_assert(R >= 2, "clw ring");
 };
 
+// ccv_cp_wait<n>() for a run-time n <= N
+template <int N> CCV_DEV void clw_cp_wait(int n) {
+  if constexpr (N > 0) {
+    if (n < N) return clw_cp_wait<N - 1>(n);
+  }
+  ccv_cp_wait<N>();
+}
+
 template <typename T, int W, bool SILU>
 CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
   typedef ClwShape<T, W> S;
   constexpr int K = W - 1, NT = S::NT, NG = S::NG, CV = S::CV, CC = S::CC;
-  constexpr int V = S::V, VPT = S::VPT, TS = S::TS, R = S::R, SLOT = S::SLOT;
+  constexpr int V = S::V, VPT = S::VPT, UJ = S::UJ, CPT = S::CPT, TS = S::TS, SLOT = S::SLOT;
   typedef QN<T, CV> Q;
   typedef typename Q::raw Raw;
   float* red = (float*)smem;  // [NG][CC][W + 1] after the walk
@@ -70,31 +79,35 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
         dq += dt;
       };
 
-      // this thread's copies: token u_c of each step, the 16-byte vector v_c of the 64 channels
+      // this thread's copies: tokens u_c + j * UJ of each step, the 16-byte vector v_c of the 64
+      // channels
       const int u_c = gi / VPT, v_c = gi % VPT;
       const bool cin = c0 + v_c * V < D;
       const int qend = s1 + K, qload = min(L32, qend);
       int qi = s0 + u_c;
       const T* xi = (const T*)P.x + b * P.x_s[0] + c0 + v_c * V + qi * xt;
       const T* yi = (const T*)P.dout + b * P.dout_s[0] + c0 + v_c * V + qi * yt;
-      T* ring = (T*)smem + grp * (R * SLOT);
+      const int R = min(max(P.rows_log2, 2), S::R);  // ring slots in use (uniform)
+      T* ring = (T*)smem + grp * (S::R * SLOT);
       auto issue = [&](int slot) {
-        const bool in = cin && qi < qload;
         T* s = ring + slot * SLOT + u_c * CC + v_c * V;
-        ccv_cp16(s, xi, in);
-        ccv_cp16(s + TS * CC, yi, in);
+#pragma unroll
+        for (int j = 0; j < CPT; ++j) {
+          const bool in = cin && qi + j * UJ < qload;
+          ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, in);
+          ccv_cp16(s + (TS + j * UJ) * CC, yi + j * UJ * yt, in);
+        }
         ccv_cp_commit();
         qi += TS;
         xi += TS * xt;
         yi += TS * yt;
       };
-#pragma unroll
       for (int s = 0; s < R - 1; ++s) issue(s);
       int slot = 0;
       for (int q0 = s0; q0 < qend; q0 += TS) {
         ccv_warp_sync();  // the slot refilled next was read by every thread at the last step
         issue(slot == 0 ? R - 1 : slot - 1);
-        ccv_cp_wait<R - 1>();
+        clw_cp_wait<S::R - 1>(R - 1);
         ccv_warp_sync();  // every thread's copies of this step are visible
         const T* sx = ring + slot * SLOT + gi * CV;
         const T* sy = sx + TS * CC;

@@ -343,11 +343,15 @@
 #ifndef CCV_CL_RING_bwd_f32
 #define CCV_CL_RING_bwd_f32(W) ((W) == 5 || (W) == 6 ? 0 : (W) == 8 ? 8 : 4)
 #endif
-// bwd_clw: steps of 16-byte copies in flight per 32-thread group (each step 1 KB: TS tokens x 64
-// channels of x and of dout), and the resident blocks its launch bound asks for (kernels.rs's
-// CLW_BLOCKS_PER_SM mirrors it)
+// bwd_clw: the most ring slots per 32-thread group (kernels.rs's CLW_RING mirrors it and picks
+// 2 to it per grid), 16-byte copies of x and of dout per thread and step (a step is 1 KB a copy:
+// TS tokens x 64 channels of each; 2 measured faster than 1 where the ring is 3-4 deep), and the
+// resident blocks its launch bound asks for (kernels.rs's CLW_BLOCKS_PER_SM mirrors it)
 #ifndef CCV_CLW_RING
 #define CCV_CLW_RING 4
+#endif
+#ifndef CCV_CLW_COPIES
+#define CCV_CLW_COPIES 2
 #endif
 #ifndef CCV_CLW_BLOCKS
 #define CCV_CLW_BLOCKS 5

@@ -76,7 +76,8 @@ struct ccv_params {
   int32_t hi_bytes;  // 4 (int32) or 1 (bool)
   int32_t rows_log2;  // fwd_cf: a block covers 2^rows_log2 (batch, channel) rows (short rows), else 0;
                       // bwd_slab: 2^rows_log2 channels per block; fwd_pt, bwd_pt, fwd_pe: threads
-                      // along the fast dimension (see each kernel); bwd_pe: log2 of L padded
+                      // along the fast dimension (see each kernel); bwd_pe: log2 of L padded;
+                      // bwd_clw: ring slots in use (2 to CCV_CLW_RING), not a log
   int32_t brows;      // bwd_cf: consecutive batch rows per block (same channel), >= 1;
                       // bwd_cfs: > 1 = batch, rows channel-major (whole channels per block);
                       // bwd_pe: log2 of a channel's threads (B and L padded);

@@ -128,7 +128,8 @@ pub struct KParams {
     pub dw_dtype: i32,
     pub db_dtype: i32,
     pub hi_bytes: i32,
-    /// fwd_cf: a block covers `2^rows_log2` (batch, channel) rows of one chunk each (short rows).
+    /// fwd_cf: a block covers `2^rows_log2` (batch, channel) rows of one chunk each (short rows);
+    /// other kernels as hip/kparams.h says (bwd_clw: its ring slots in use, not a log).
     pub rows_log2: i32,
     /// bwd_cf: consecutive batch rows a block walks (same channel, one dweight partial), >= 1;
     /// bwd_cfs: > 1 = the batch, rows in channel-major order (a block holds whole channels);
@@ -915,8 +916,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
     if layout == Layout::ChannelLast && bwd_clw(p) {
-        let fit = ClFit { blocks_per_sm: CLW_BLOCKS_PER_SM, one_wave: None };
-        return cl_stream_geometry(inp.batch, inp.dim, inp.seqlen, fit, dev).map(Some);
+        return bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev).map(Some);
     }
     if layout == Layout::ChannelLast && bwd_streams(p) {
         let fit = cl_fit(true, inp.x.dtype, inp.width);
@@ -1220,6 +1220,53 @@ fn bwd_clw(p: &BwdPlan) -> bool {
     }
 }
 
+/// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized, 5 blocks per SM), or chunks of
+/// CLW_CHUNK tokens (64 a warp) wherever rows are that long and those make at least two waves:
+/// with two 16-byte copies a step the deep ring's walks want 64 tokens a warp (H100, docs/perf.md
+/// session 25; bf16 SiLU W = 4, µs, the stream geometry's chunks / 256): 4x5376x4096 (320) 202.8
+/// / 201.6, 8x5376x512 (128) 66.0 / 61.8, 4x5376x1024 (128) 65.8 / 61.9, 4x5376x2048 (192) 109.4
+/// / 108.7, 1x5376x4096 (640, 0.9 waves) 62.0 / 61.7, 2x5376x4096 (384) 108.7 / 108.9,
+/// 8x2048x2048 (448) 85.3 / 86.1. Knobs set the chunk instead.
+fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+    let fit = ClFit { blocks_per_sm: CLW_BLOCKS_PER_SM, one_wave: None };
+    let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
+    let n_chunks = ceil_div(seqlen, CLW_CHUNK);
+    let n_blocks = batch.saturating_mul(g.n_ctiles).saturating_mul(n_chunks);
+    let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
+    if !tuned && seqlen >= CLW_CHUNK && n_blocks >= clw_waves2(dev) && n_blocks <= MAX_BLOCKS {
+        (g.chunk, g.n_chunks, g.n_blocks) = (CLW_CHUNK, n_chunks, n_blocks);
+    }
+    Ok(g)
+}
+
+/// `bwd_clw_geometry`'s chunk where the grid allows it.
+const CLW_CHUNK: i64 = 256;
+
+/// Blocks of two waves of `bwd_clw`.
+fn clw_waves2(dev: &DeviceInfo) -> i64 {
+    2 * dev.multiprocessors.max(1) as i64 * CLW_BLOCKS_PER_SM
+}
+
+/// `bwd_clw`'s ring slots in use (its steps in flight + 1; at most CLW_RING): 2 on grids under
+/// two waves, where every block starts at once and a deeper ring's first requests only queue; on
+/// more, 4 where each of a block's 4 warps walks at least 64 tokens, else 3. H100 (docs/perf.md,
+/// session 25; images with a fixed ring, bf16 SiLU W = 4, µs, 2 / 3 / 4 slots; one copy a step
+/// and 4 slots before this session): 4x5376x4096 (6.6 waves, 80 tokens a warp) 208.0 / 204.3 /
+/// 203.7 (206.6); 16x5376x512 (4.1, 64) 113.9 / 109.6 / 109.2 (111.4); 8x5376x256 (2.0, 32) 37.8
+/// / 37.7 / 38.6 (37.1); 1x5376x4096 (0.9) 60.9 / 64.3 / 65.6 (63.1); 4x256x4096 (0.8) 17.6 /
+/// 19.2 / 20.4 (17.5); 8x2048x1024 (0.8) 43.9 / 44.8 / 45.8 (44.2).
+fn clw_ring(g: &MainGeom, dev: &DeviceInfo) -> i32 {
+    let warp_tokens = g.chunk / (NT as i64 / 32);
+    match (g.n_blocks >= clw_waves2(dev), warp_tokens >= 64) {
+        (false, _) => 2,
+        (true, true) => CLW_RING,
+        (true, false) => 3,
+    }
+}
+
+/// `bwd_clw`'s most ring slots (`CCV_CLW_RING`).
+const CLW_RING: i32 = 4;
+
 /// Rows of fp32 partials in the workspace: one per (group of brows batch rows, chunk).
 fn bwd_partials(p: &BwdPlan, g: &Option<MainGeom>) -> i64 {
     g.map(|g| ceil_div(p.inp.batch, g.brows) * g.n_chunks).unwrap_or(0)
@@ -1320,6 +1367,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p) {
+            km.rows_log2 = clw_ring(g, dev);
             ("clw", NT)
         } else if g.layout == Layout::ChannelLast && bwd_streams(p) {
             ("cls", NT)
@@ -1693,6 +1741,7 @@ mod tests {
         assert_eq!(CL_SUB % (NT as i64 / 32), 0);
         assert_eq!(CL_CC, 64);
         assert_eq!(header_define(INSTANCES_H, "CCV_CLW_BLOCKS"), CLW_BLOCKS_PER_SM);
+        assert_eq!(header_define(INSTANCES_H, "CCV_CLW_RING"), CLW_RING as i64);
         assert_eq!(header_define(INSTANCES_H, "CCV_FWD_CLW_BLOCKS"), FWD_CLW_BLOCKS_PER_SM);
         // bwd_cfw's launch bounds (W <= 4, then up to 7, then 8) as bwd_cf_blocks_per_sm mirrors them
         for dt in ["f16", "bf16"] {
@@ -2303,6 +2352,29 @@ mod tests {
             assert_eq!(family_on(dt, 4, 5376, 4096, 4, 5384), "clw");
         }
         assert_eq!(family(DType::F32, 4, 5376, 4096, 4), "cls");
+        // chunks of 256 where rows are that long and those make two waves (H100: 2 x 132 x 5
+        // blocks), else the stream geometry's; the ring: 2 slots under two waves, else 4 where a
+        // warp walks at least 64 tokens, else 3 (8x5376x128 and 5x3072x2048: gpu_bwd_clw's cases of
+        // 3 and 4)
+        let rings = [
+            (4, 5376, 4096, 256, 4),
+            (16, 5376, 512, 256, 4),
+            (5, 3072, 2048, 256, 4),
+            (4, 5376, 2048, 256, 4),
+            (1, 5376, 4096, 256, 4),
+            (8, 5376, 128, 64, 3),
+            (8, 5376, 256, 128, 3),
+            (4, 256, 4096, 128, 2),
+            (8, 2048, 1024, 512, 2),
+        ];
+        for (b, d, l, chunk, ring) in rings {
+            let p = bwd_plan(inputs(DType::BF16, b, d, l, 4, cl(b, d, l)));
+            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            check_clw_geometry(&v[0], b, d, l);
+            let k = params_of(&v[0]);
+            assert_eq!((k.chunk, k.rows_log2), (chunk, ring), "{b}x{d}x{l}");
+            assert_eq!(ring > 2, k.n_blocks >= 2 * 132 * CLW_BLOCKS_PER_SM);
+        }
         // seq_idx: the general kernel
         let mut p = bwd_plan(inputs(DType::BF16, 4, 5376, 4096, 4, cl(4, 5376, 4096)));
         p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [4096, 1], elem_bytes: 4 });

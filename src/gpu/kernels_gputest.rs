@@ -1276,9 +1276,9 @@ fn clw_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w:
 
 /// The channel-last backward on `bwd_clw` (16-bit x, W = 3-5, whole 16-byte vectors along D):
 /// contiguous and padded rows, a partial channel tile, segments shorter than the window and not a
-/// multiple of a copy step, one chunk and many, and with states: skipped rows (slot -1 and past the
-/// pool), has_initial_state, dfinal, dinitial_states; SiLU on and off, bias absent or 16-bit.
-/// Each case must run on it.
+/// multiple of a copy step, one chunk and many, grids of two waves (rings of 3 and 4 slots), and
+/// with states: skipped rows (slot -1 and past the pool), has_initial_state, dfinal,
+/// dinitial_states; SiLU on and off, bias absent or 16-bit. Each case must run on it.
 #[test]
 #[ignore]
 fn gpu_bwd_clw() {
@@ -1287,10 +1287,20 @@ fn gpu_bwd_clw() {
             for lay in [Lay::Cl, Lay::ClPad] {
                 // (past the slab kernel: more than 256 tokens of all rows, or 65 rows) a partial
                 // 64-channel tile, 1-2 tokens a group, ragged L, several chunks per row
-                for (si, &(b, d, l)) in [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700)].iter().enumerate() {
+                // grids of two waves (H100) at W = 4 with SiLU: 8x5376x128 on a ring of 3 slots,
+                // 5x3072x2048 on 4 (bf16 contiguous without states only: 31M elements)
+                let shapes = [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700), (8, 5376, 128), (5, 3072, 2048)];
+                for (si, &(b, d, l)) in shapes.iter().enumerate() {
                     for w in 3..=5 {
+                        if si >= 5 && w != 4 || si == 6 && (dt != DType::BF16 || lay != Lay::Cl) {
+                            continue;
+                        }
                         for states in [false, true] {
-                            let o = clw_case(dt, lay, (b, d, l), si, w, states, 0);
+                            if si == 6 && states {
+                                continue;
+                            }
+                            let mut o = clw_case(dt, lay, (b, d, l), si, w, states, 0);
+                            o.silu |= si >= 5;
                             let name = format!("clw {} dfinal{}", describe(&o), states as u8);
                             run_case(&name, || {
                                 let m = check_bwd(cu, &o, states, states, true, if states { DType::F32 } else { dt });

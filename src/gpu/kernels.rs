@@ -1250,8 +1250,8 @@ fn clw_waves2(dev: &DeviceInfo) -> i64 {
 /// `bwd_clw`'s ring slots in use (its steps in flight + 1; at most CLW_RING): 2 on grids under
 /// two waves, where every block starts at once and a deeper ring's first requests only queue; on
 /// more, 4 where each of a block's 4 warps walks at least 64 tokens, else 3. H100 (docs/perf.md,
-/// session 25; images with a fixed ring, bf16 SiLU W = 4, µs, 2 / 3 / 4 slots; one copy a step
-/// and 4 slots before this session): 4x5376x4096 (6.6 waves, 80 tokens a warp) 208.0 / 204.3 /
+/// session 25; images with a fixed ring, on the stream geometry's chunks, bf16 SiLU W = 4, µs,
+/// 2 / 3 / 4 slots; one copy a step and 4 slots before this session): 4x5376x4096 (6.6 waves, 80 tokens a warp) 208.0 / 204.3 /
 /// 203.7 (206.6); 16x5376x512 (4.1, 64) 113.9 / 109.6 / 109.2 (111.4); 8x5376x256 (2.0, 32) 37.8
 /// / 37.7 / 38.6 (37.1); 1x5376x4096 (0.9) 60.9 / 64.3 / 65.6 (63.1); 4x256x4096 (0.8) 17.6 /
 /// 19.2 / 20.4 (17.5); 8x2048x1024 (0.8) 43.9 / 44.8 / 45.8 (44.2).
@@ -1380,10 +1380,10 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
     // direct, else by the reduce kernel.
     if !direct {
         let nred = inp.dim * (inp.width + 1);
-        // bwd_reduce indexes rows in 32 bits, a batch of loads past the last row included
         if nred > MAX_BLOCKS {
             bail!(CCV1D_ERR_OVERFLOW, "dim too large");
         }
+        // bwd_reduce indexes rows in 32 bits, a batch of loads past the last row included
         if n_partials > i32::MAX as i64 - 1024 {
             bail!(CCV1D_ERR_OVERFLOW, "too many partial rows ({n_partials}) for one reduce launch");
         }

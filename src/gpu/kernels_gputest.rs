@@ -1292,7 +1292,7 @@ fn gpu_bwd_clw() {
                 let shapes = [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700), (8, 5376, 128), (5, 3072, 2048)];
                 for (si, &(b, d, l)) in shapes.iter().enumerate() {
                     for w in 3..=5 {
-                        if si >= 5 && w != 4 || si == 6 && (dt != DType::BF16 || lay != Lay::Cl) {
+                        if (si >= 5 && w != 4) || (si == 6 && (dt != DType::BF16 || lay != Lay::Cl)) {
                             continue;
                         }
                         for states in [false, true] {

@@ -260,7 +260,9 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
     T* dp = (T*)P.dx + b * P.dx_s[0] + c;
     const int64_t xt = P.x_s[2], yt = P.dout_s[2], dt = P.dx_s[2];
 
-    wk.start(P, rc, xp, xt, c, s0);
+    typename Q::raw win[W];
+    wk.window_loads(xp, xt, s0, true, win);
+    wk.start(P, rc, win, c, s0);
     const int64_t qend = s1 + K, qload = min(L, qend);
     if (!live) {  // a skipped row: dx = 0, no partials
       for (int64_t p = s0; p < s1; ++p) Q::st(dp + p * dt, Q::zero());

@@ -58,16 +58,50 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
   ClBwdWalk<T, W, CV, SILU>::zero_partials(dw);
 
   if (s0 < s1) {  // uniform over the group
-    ClBwdWalk<T, W, CV, SILU> wk;
-    load_weights_c<W, CV>(P, c, mine ? CV : 0, wk.w, wk.bias);
-    const RowCtx rc = row_ctx(P, b);
+    // The ring's first steps go out first and the weights' and the window's loads after them,
+    // all before any is used: one round trip at a block's start, which the copies overlap. The
+    // copies after the weights and a window unpacked load by load took about five (H100,
+    // docs/perf.md session 26: bf16 SiLU 4x256x4096 17.6 -> 15.2 us, 1x5376x4096 61.8 -> 55.7).
+    // Thread gi copies tokens u_c + j * UJ of each step, the 16-byte vector v_c of the 64 channels.
     const int64_t xt = P.x_s[2], yt = P.dout_s[2], dt = P.dx_s[2];
+    const int u_c = gi / VPT, v_c = gi % VPT;
+    const bool cin = c0 + v_c * V < D;
+    const int qend = s1 + K, qload = min(L32, qend);
+    int qi = s0 + u_c;
+    const T* xi = (const T*)P.x + b * P.x_s[0] + c0 + v_c * V + qi * xt;
+    const T* yi = (const T*)P.dout + b * P.dout_s[0] + c0 + v_c * V + qi * yt;
+    const int R = min(max(P.rows_log2, 2), S::R);  // ring slots in use (uniform)
+    T* ring = (T*)smem + grp * (S::R * SLOT);
+    auto issue = [&](int slot) {
+      T* s = ring + slot * SLOT + u_c * CC + v_c * V;
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) {
+        const bool in = cin && qi + j * UJ < qload;
+        ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, in);
+        ccv_cp16(s + (TS + j * UJ) * CC, yi + j * UJ * yt, in);
+      }
+      ccv_cp_commit();
+      qi += TS;
+      xi += TS * xt;
+      yi += TS * yt;
+    };
+    for (int s = 0; s < R - 1; ++s) issue(s);
+
+    ClBwdWalk<T, W, CV, SILU> wk;
+    WeightBits<W, CV> wb;
+    load_weight_bits<W, CV>(P, c, mine ? CV : 0, wb);
+    const T* xp = (const T*)P.x + b * P.x_s[0] + c;
+    Raw win[W];
+    wk.window_loads(xp, xt, s0, mine, win);
+    weights_from_bits<W, CV>(P, wb, wk.w, wk.bias);
+    const RowCtx rc = row_ctx(P, b);
     if (!rc.g.valid) {  // a skipped row: dx = 0, no partials
+      ccv_cp_wait<0>();  // (its copies land before the ring's memory is the partials')
       T* dp = (T*)P.dx + b * P.dx_s[0] + c + s0 * dt;
       if (mine)
         for (int p = s0; p < s1; ++p, dp += dt) Q::st(dp, Q::zero());
     } else {
-      wk.start(P, rc, (const T*)P.x + b * P.x_s[0] + c, xt, c, s0, mine);
+      wk.start(P, rc, win, c, s0, mine);
       // dx of token p = q - K goes to dq (advanced one token per q)
       T* dq = (T*)P.dx + b * P.dx_s[0] + c + (int64_t)(s0 - K) * dt;
       const bool dfin_row = dfin && rc.simple;
@@ -78,31 +112,6 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
         if (dxq && mine) Q::st(dq, wk.dx(P, rc, c, q - K, tail && dfin_row, L));
         dq += dt;
       };
-
-      // this thread's copies: tokens u_c + j * UJ of each step, the 16-byte vector v_c of the 64
-      // channels
-      const int u_c = gi / VPT, v_c = gi % VPT;
-      const bool cin = c0 + v_c * V < D;
-      const int qend = s1 + K, qload = min(L32, qend);
-      int qi = s0 + u_c;
-      const T* xi = (const T*)P.x + b * P.x_s[0] + c0 + v_c * V + qi * xt;
-      const T* yi = (const T*)P.dout + b * P.dout_s[0] + c0 + v_c * V + qi * yt;
-      const int R = min(max(P.rows_log2, 2), S::R);  // ring slots in use (uniform)
-      T* ring = (T*)smem + grp * (S::R * SLOT);
-      auto issue = [&](int slot) {
-        T* s = ring + slot * SLOT + u_c * CC + v_c * V;
-#pragma unroll
-        for (int j = 0; j < CPT; ++j) {
-          const bool in = cin && qi + j * UJ < qload;
-          ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, in);
-          ccv_cp16(s + (TS + j * UJ) * CC, yi + j * UJ * yt, in);
-        }
-        ccv_cp_commit();
-        qi += TS;
-        xi += TS * xt;
-        yi += TS * yt;
-      };
-      for (int s = 0; s < R - 1; ++s) issue(s);
       int slot = 0;
       for (int q0 = s0; q0 < qend; q0 += TS) {
         ccv_warp_sync();  // the slot refilled next was read by every thread at the last step

@@ -22,9 +22,20 @@ struct ClBwdWalk {
 #pragma unroll
       for (int k = 0; k <= W; ++k) dw[ch][k] = 0.f;
   }
-  // The windows before token s0: x(s0-K .. s0-1) (initial state or 0 before the row start) at
-  // xp + p * xt, g = 0. A thread without channels (!own) reads nothing: x = 0.
-  CCV_DEV void start(const ccv_params& P, const RowCtx& rc, const T* xp, int64_t xt, int64_t c, int64_t s0, bool own = true) {
+  // The raw x of the window before token s0, x(s0-K .. s0-1) at xp + p * xt where p >= 0 (none
+  // for a thread without channels, !own), all issued before any is used: an unpack right after
+  // its load waited for it before the next load went out, a round trip per window token at each
+  // block's start. A kernel may convert its weights between these loads and `start`.
+  static CCV_DEV void window_loads(const T* xp, int64_t xt, int64_t s0, bool own, Raw (&raw)[W]) {
+#pragma unroll
+    for (int k = 1; k <= K; ++k) {
+      const int64_t p = s0 - K - 1 + k;
+      raw[k] = own && p >= 0 ? Q::ld(xp + p * xt) : Q::zero();
+    }
+  }
+  // The windows before token s0 from window_loads' raw x (the initial state or 0 before the row
+  // start), g = 0. A thread without channels (!own): x = 0.
+  CCV_DEV void start(const ccv_params& P, const RowCtx& rc, const Raw (&raw)[W], int64_t c, int64_t s0, bool own = true) {
 #pragma unroll
     for (int k = 0; k < W; ++k)
 #pragma unroll
@@ -34,7 +45,7 @@ struct ClBwdWalk {
       const int64_t p = s0 - K - 1 + k;
       if (!own) continue;
       if (p >= 0) {
-        Q::unpack(Q::ld(xp + p * xt), xw[k]);
+        Q::unpack(raw[k], xw[k]);
       } else {
 #pragma unroll
         for (int ch = 0; ch < CV; ++ch) xw[k][ch] = row_halo<T>(P, rc, c + ch, p, K);

@@ -213,13 +213,13 @@
 #define CCV_LB_bwd_cls_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cls, (W) <= 2 ? 4 : 3)
 #endif
 #ifndef CCV_LB_bwd_clw_f32
-#define CCV_LB_bwd_clw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, CCV_CLW_BLOCKS)
+#define CCV_LB_bwd_clw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, (W) >= CCV_CLW_WIDE ? CCV_CLW_BLOCKS_WIDE : CCV_CLW_BLOCKS)
 #endif
 #ifndef CCV_LB_bwd_clw_f16
-#define CCV_LB_bwd_clw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, CCV_CLW_BLOCKS)
+#define CCV_LB_bwd_clw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, (W) >= CCV_CLW_WIDE ? CCV_CLW_BLOCKS_WIDE : CCV_CLW_BLOCKS)
 #endif
 #ifndef CCV_LB_bwd_clw_bf16
-#define CCV_LB_bwd_clw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, CCV_CLW_BLOCKS)
+#define CCV_LB_bwd_clw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_clw, (W) >= CCV_CLW_WIDE ? CCV_CLW_BLOCKS_WIDE : CCV_CLW_BLOCKS)
 #endif
 #ifndef CCV_LB_bwd_pt_f32
 #define CCV_LB_bwd_pt_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_bwd_pt)
@@ -346,7 +346,10 @@
 // bwd_clw: the most ring slots per 32-thread group (kernels.rs's CLW_RING mirrors it and picks
 // 2 to it per grid), 16-byte copies of x and of dout per thread and step (a step is 1 KB a copy:
 // TS tokens x 64 channels of each; 2 measured faster than 1 where the ring is 3-4 deep), and the
-// resident blocks its launch bound asks for (kernels.rs's CLW_BLOCKS_PER_SM mirrors it)
+// resident blocks its launch bound asks for (kernels.rs's CLW_BLOCKS_PER_SM, CLW_WIDE and
+// CLW_BLOCKS_PER_SM_WIDE mirror them): 5 (96 registers), 4 (128) from W = CCV_CLW_WIDE on, where
+// 5 spilled 20-336 bytes (bf16 4x5376x4096 SiLU W = 7 on 4 blocks 207.7 us with 512-token chunks;
+// on 3 blocks 229.5, on bwd_cls 222.4; H100, docs/perf.md session 26)
 #ifndef CCV_CLW_RING
 #define CCV_CLW_RING 4
 #endif
@@ -355,6 +358,12 @@
 #endif
 #ifndef CCV_CLW_BLOCKS
 #define CCV_CLW_BLOCKS 5
+#endif
+#ifndef CCV_CLW_WIDE
+#define CCV_CLW_WIDE 6
+#endif
+#ifndef CCV_CLW_BLOCKS_WIDE
+#define CCV_CLW_BLOCKS_WIDE 4
 #endif
 // fwd_clw: 16-byte copies per thread and step (a step is 1 KB: TS tokens x 64 channels of x),
 // steps in flight per 32-thread group, and the resident blocks its launch bound asks for

@@ -916,7 +916,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
     if layout == Layout::ChannelLast && bwd_clw(p) {
-        return bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev).map(Some);
+        return bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev).map(Some);
     }
     if layout == Layout::ChannelLast && bwd_streams(p) {
         let fit = cl_fit(true, inp.x.dtype, inp.width);
@@ -1199,52 +1199,70 @@ fn fwd_clw(p: &FwdPlan) -> bool {
     }
 }
 
-/// Resident `bwd_clw` blocks per multiprocessor: its launch bound (`CCV_CLW_BLOCKS`).
+/// Resident `bwd_clw` blocks per multiprocessor: its launch bound (`CCV_CLW_BLOCKS`), and from
+/// W = CLW_WIDE on `CCV_CLW_BLOCKS_WIDE` (instances.h: 128 registers instead of 96, which spilled
+/// at W >= 6).
 const CLW_BLOCKS_PER_SM: i64 = 5;
+const CLW_BLOCKS_PER_SM_WIDE: i64 = 4;
+const CLW_WIDE: i64 = 6;
+
+fn clw_blocks_per_sm(width: i64) -> i64 {
+    if width >= CLW_WIDE { CLW_BLOCKS_PER_SM_WIDE } else { CLW_BLOCKS_PER_SM }
+}
 
 /// The streaming channel-last backward on `ccv1d_bwd_clw_*` (per-warp rings of 16-byte copies,
-/// two channels a thread, 5 blocks per SM) instead of `bwd_cls` (four channels a thread, 3 blocks
-/// per SM): D a multiple of the 16-byte vector (whole vectors per copy), L below 2^30 (32-bit
-/// token indices, chunk starts included), and where it was measured faster: 16-bit x at W = 3-5
-/// (H100, docs/perf.md, session 17; bf16 SiLU, µs, `bwd_cls` against it: 4x5376x4096 W = 4
-/// 211.7 / 209.6, W = 3 209.7 / 205.1, W = 5 217.8 / 214.5, 4x256x4096 20.5 / 18.7, 4x4096x512
-/// 27.5 / 27.0, 8x2048x1024 45.3 / 45.5). f32 (376.5 / 386.3 at W = 4), W = 2 (195.9 / 200.5)
-/// and W >= 6 (226.9 / 244.8 at W = 6) keep `bwd_cls`. `CCV1D_CL_BWD=0` / `1`: never / wherever it
-/// can run.
+/// two channels a thread, 4-5 blocks per SM) instead of `bwd_cls` (four channels a thread at W <=
+/// 4, 3-4 blocks per SM): D a multiple of the 16-byte vector (whole vectors per copy), L below
+/// 2^30 (32-bit token indices, chunk starts included), and where it was measured faster: 16-bit x
+/// at W >= 2. H100, bf16 SiLU, µs, `bwd_cls` against it: session 17 at W = 3-5 (4x5376x4096 W = 4
+/// 211.7 / 209.6, 4x256x4096 20.5 / 18.7, 4x4096x512 27.5 / 27.0, 8x2048x1024 45.3 / 45.5);
+/// session 26, once a block's start took one round trip (docs/perf.md): W = 2 195.9 / 192.7
+/// (8x5376x256 34.2 / 31.7, 4x4096x512 24.0 / 23.4, 1x5376x4096 52.9 / 53.3), W = 6-8 on 4 blocks
+/// a SM 219.0 / 203.5, 222.4 / 207.7, 231.0 / 215.3 (W = 6 4x4096x512 29.7 / 25.5, 8x2048x1024
+/// 50.4 / 43.8). f32 (375 / 383 at W = 4) and W = 1 keep `bwd_cls`. `CCV1D_CL_BWD=0` / `1`: never
+/// / wherever it can run.
 fn bwd_clw(p: &BwdPlan) -> bool {
     let inp = &p.inp;
     let allowed = bwd_streams(p) && inp.dim % (16 / inp.x.dtype.size() as i64) == 0 && inp.seqlen <= (i32::MAX / 2) as i64;
     match knob(Knob::ClBwd) {
         Some(v) => allowed && v == 1,
-        None => allowed && inp.x.dtype != DType::F32 && (3..=5).contains(&inp.width),
+        None => allowed && inp.x.dtype != DType::F32 && inp.width >= 2,
     }
 }
 
-/// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized, 5 blocks per SM), or chunks of
+/// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized at its blocks per SM), or chunks of
 /// CLW_CHUNK tokens (64 a warp) wherever rows are that long and those make at least two waves:
 /// with two 16-byte copies a step the deep ring's walks want 64 tokens a warp (H100, docs/perf.md
 /// session 25; bf16 SiLU W = 4, µs, the stream geometry's chunks / 256): 4x5376x4096 (320) 202.8
 /// / 201.6, 8x5376x512 (128) 66.0 / 61.8, 4x5376x1024 (128) 65.8 / 61.9, 4x5376x2048 (192) 109.4
 /// / 108.7, 1x5376x4096 (640, 0.9 waves) 62.0 / 61.7, 2x5376x4096 (384) 108.7 / 108.9,
-/// 8x2048x2048 (448) 85.3 / 86.1. Knobs set the chunk instead.
-fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, dev: &DeviceInfo) -> Result<MainGeom> {
-    let fit = ClFit { blocks_per_sm: CLW_BLOCKS_PER_SM, one_wave: None };
+/// 8x2048x2048 (448) 85.3 / 86.1. From W = CLW_LONG_W on, chunks of CLW_CHUNK_LONG wherever those
+/// make a wave: a warp's walk recomputes K = W - 1 tokens past its end, 11 % more tokens at W = 8
+/// on 64-token walks (session 26, 4 blocks a SM, µs, 256 / 512: W = 7 4x5376x4096 214.2 / 207.7,
+/// W = 8 235.8 / 215.3, 2x5376x4096 126.1 / 116.5, 1x5376x4096 71.3 / 66.8; W = 6 203.5 / 204.9).
+/// Knobs set the chunk instead.
+fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+    let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
-    let n_chunks = ceil_div(seqlen, CLW_CHUNK);
+    let wave = clw_wave(dev, width);
+    let (chunk, least) = if width >= CLW_LONG_W { (CLW_CHUNK_LONG, wave) } else { (CLW_CHUNK, 2 * wave) };
+    let n_chunks = ceil_div(seqlen, chunk);
     let n_blocks = batch.saturating_mul(g.n_ctiles).saturating_mul(n_chunks);
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
-    if !tuned && seqlen >= CLW_CHUNK && n_blocks >= clw_waves2(dev) && n_blocks <= MAX_BLOCKS {
-        (g.chunk, g.n_chunks, g.n_blocks) = (CLW_CHUNK, n_chunks, n_blocks);
+    if !tuned && seqlen >= chunk && n_blocks >= least && n_blocks <= MAX_BLOCKS {
+        (g.chunk, g.n_chunks, g.n_blocks) = (chunk, n_chunks, n_blocks);
     }
     Ok(g)
 }
 
-/// `bwd_clw_geometry`'s chunk where the grid allows it.
+/// `bwd_clw_geometry`'s chunks where the grid allows them: below CLW_LONG_W, and from it on.
 const CLW_CHUNK: i64 = 256;
+const CLW_CHUNK_LONG: i64 = 512;
+const CLW_LONG_W: i64 = 7;
 
-/// Blocks of two waves of `bwd_clw`.
-fn clw_waves2(dev: &DeviceInfo) -> i64 {
-    2 * dev.multiprocessors.max(1) as i64 * CLW_BLOCKS_PER_SM
+/// Blocks of one wave of `bwd_clw` at this width.
+fn clw_wave(dev: &DeviceInfo, width: i64) -> i64 {
+    dev.multiprocessors.max(1) as i64 * clw_blocks_per_sm(width)
 }
 
 /// `bwd_clw`'s ring slots in use (its steps in flight + 1; at most CLW_RING): 2 on grids under
@@ -1255,9 +1273,9 @@ fn clw_waves2(dev: &DeviceInfo) -> i64 {
 /// 203.7 (206.6); 16x5376x512 (4.1, 64) 113.9 / 109.6 / 109.2 (111.4); 8x5376x256 (2.0, 32) 37.8
 /// / 37.7 / 38.6 (37.1); 1x5376x4096 (0.9) 60.9 / 64.3 / 65.6 (63.1); 4x256x4096 (0.8) 17.6 /
 /// 19.2 / 20.4 (17.5); 8x2048x1024 (0.8) 43.9 / 44.8 / 45.8 (44.2).
-fn clw_ring(g: &MainGeom, dev: &DeviceInfo) -> i32 {
+fn clw_ring(g: &MainGeom, width: i64, dev: &DeviceInfo) -> i32 {
     let warp_tokens = g.chunk / (NT as i64 / 32);
-    match (g.n_blocks >= clw_waves2(dev), warp_tokens >= 64) {
+    match (g.n_blocks >= 2 * clw_wave(dev, width), warp_tokens >= 64) {
         (false, _) => 2,
         (true, true) => CLW_RING,
         (true, false) => 3,
@@ -1367,7 +1385,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p) {
-            km.rows_log2 = clw_ring(g, dev);
+            km.rows_log2 = clw_ring(g, inp.width, dev);
             ("clw", NT)
         } else if g.layout == Layout::ChannelLast && bwd_streams(p) {
             ("cls", NT)
@@ -1741,6 +1759,8 @@ mod tests {
         assert_eq!(CL_SUB % (NT as i64 / 32), 0);
         assert_eq!(CL_CC, 64);
         assert_eq!(header_define(INSTANCES_H, "CCV_CLW_BLOCKS"), CLW_BLOCKS_PER_SM);
+        assert_eq!(header_define(INSTANCES_H, "CCV_CLW_BLOCKS_WIDE"), CLW_BLOCKS_PER_SM_WIDE);
+        assert_eq!(header_define(INSTANCES_H, "CCV_CLW_WIDE"), CLW_WIDE);
         assert_eq!(header_define(INSTANCES_H, "CCV_CLW_RING"), CLW_RING as i64);
         assert_eq!(header_define(INSTANCES_H, "CCV_FWD_CLW_BLOCKS"), FWD_CLW_BLOCKS_PER_SM);
         // bwd_cfw's launch bounds (W <= 4, then up to 7, then 8) as bwd_cf_blocks_per_sm mirrors them
@@ -2326,7 +2346,7 @@ mod tests {
         assert!(fam(DType::BF16, (4, 4096, 512), 4, &dev).0.starts_with("ccv1d_bwd_pt_"));
     }
 
-    /// The channel-last backward of simple rows: `bwd_clw` for 16-bit x at W = 3-5 with whole
+    /// The channel-last backward of simple rows: `bwd_clw` for 16-bit x at W >= 2 with whole
     /// 16-byte vectors along D, else `bwd_cls` (or `bwd_cl` off the vector path); its geometry.
     #[test]
     fn bwd_clw_choice() {
@@ -2341,7 +2361,7 @@ mod tests {
         let family = |dt: DType, b: i64, d: i64, l: i64, w: i64| family_on(dt, b, d, l, w, d);
         for dt in [DType::F16, DType::BF16] {
             for w in 1..=8 {
-                let want = if (3..=5).contains(&w) { "clw" } else { "cls" };
+                let want = if w >= 2 { "clw" } else { "cls" };
                 assert_eq!(family(dt, 4, 5376, 4096, w), want, "{dt:?} W = {w}");
                 assert_eq!(family(dt, 4, 256, 4096, w), want);
                 assert_eq!(family(dt, 3, 72, 1000, w), want, "a partial channel tile");
@@ -2353,28 +2373,40 @@ mod tests {
         }
         assert_eq!(family(DType::F32, 4, 5376, 4096, 4), "cls");
         // chunks of 256 where rows are that long and those make two waves (H100: 2 x 132 x 5
-        // blocks), else the stream geometry's; the ring: 2 slots under two waves, else 4 where a
-        // warp walks at least 64 tokens, else 3 (8x5376x128 and 5x3072x2048: gpu_bwd_clw's cases of
-        // 3 and 4)
+        // blocks, 2 x 132 x 4 at W = 6), from W = 7 on chunks of 512 where those make one wave
+        // (132 x 4), else the stream geometry's; the ring: 2 slots under two waves, else 4 where a
+        // warp walks at least 64 tokens, else 3 (8x5376x128 and 5x3072x2048: gpu_bwd_clw's cases
+        // of 3 and 4)
         let rings = [
-            (4, 5376, 4096, 256, 4),
-            (16, 5376, 512, 256, 4),
-            (5, 3072, 2048, 256, 4),
-            (4, 5376, 2048, 256, 4),
-            (1, 5376, 4096, 256, 4),
-            (8, 5376, 128, 64, 3),
-            (8, 5376, 256, 128, 3),
-            (4, 256, 4096, 128, 2),
-            (8, 2048, 1024, 512, 2),
+            (4, 5376, 4096, 4, 256, 4),
+            (16, 5376, 512, 4, 256, 4),
+            (5, 3072, 2048, 4, 256, 4),
+            (4, 5376, 2048, 4, 256, 4),
+            (1, 5376, 4096, 4, 256, 4),
+            (8, 5376, 128, 4, 64, 3),
+            (8, 5376, 256, 4, 128, 3),
+            (4, 256, 4096, 4, 128, 2),
+            (8, 2048, 1024, 4, 512, 2),
+            (4, 5376, 4096, 6, 256, 4),
+            (4, 5376, 4096, 8, 512, 4),
+            (2, 5376, 4096, 7, 512, 4),
+            (1, 5376, 4096, 8, 512, 2),
+            (8, 5376, 512, 7, 512, 2),
         ];
-        for (b, d, l, chunk, ring) in rings {
-            let p = bwd_plan(inputs(DType::BF16, b, d, l, 4, cl(b, d, l)));
+        for (b, d, l, w, chunk, ring) in rings {
+            let p = bwd_plan(inputs(DType::BF16, b, d, l, w, cl(b, d, l)));
             let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
             check_clw_geometry(&v[0], b, d, l);
             let k = params_of(&v[0]);
-            assert_eq!((k.chunk, k.rows_log2), (chunk, ring), "{b}x{d}x{l}");
-            assert_eq!(ring > 2, k.n_blocks >= 2 * 132 * CLW_BLOCKS_PER_SM);
+            assert_eq!((k.chunk, k.rows_log2), (chunk, ring), "{b}x{d}x{l} W = {w}");
+            assert_eq!(ring > 2, k.n_blocks >= 2 * 132 * clw_blocks_per_sm(w));
         }
+        // W = 7 where 512-token chunks make less than a wave (8x2048x1024: 512 blocks < 132 x 4):
+        // the stream geometry's chunks
+        let p = bwd_plan(inputs(DType::BF16, 8, 2048, 1024, 7, cl(8, 2048, 1024)));
+        let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+        let want = cl_stream_geometry(8, 2048, 1024, ClFit { blocks_per_sm: 4, one_wave: None }, &h100()).unwrap();
+        assert_eq!(params_of(&v[0]).chunk, want.chunk);
         // seq_idx: the general kernel
         let mut p = bwd_plan(inputs(DType::BF16, 4, 5376, 4096, 4, cl(4, 5376, 4096)));
         p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [4096, 1], elem_bytes: 4 });
@@ -2448,7 +2480,7 @@ mod tests {
                     // (4x5376x4096 at W <= 4: bwd_cfw7, bwd_cfw7_choice)
                     if warp && w <= 4 { "cfw7" } else if warp { "cfw" } else if short { "cfs" } else { "cf" }
                 } else if d % 8 == 0 {
-                    if w == 4 { "clw" } else { "cls" }
+                    if w >= 2 { "clw" } else { "cls" }
                 } else {
                     "cl"
                 };

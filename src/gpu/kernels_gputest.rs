@@ -1274,7 +1274,7 @@ fn clw_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w:
     o
 }
 
-/// The channel-last backward on `bwd_clw` (16-bit x, W = 3-5, whole 16-byte vectors along D):
+/// The channel-last backward on `bwd_clw` (16-bit x, W = 2-8, whole 16-byte vectors along D):
 /// contiguous and padded rows, a partial channel tile, segments shorter than the window and not a
 /// multiple of a copy step, one chunk and many, grids of two waves (rings of 3 and 4 slots), and
 /// with states: skipped rows (slot -1 and past the pool), has_initial_state, dfinal,
@@ -1286,13 +1286,15 @@ fn gpu_bwd_clw() {
         for dt in [DType::F16, DType::BF16] {
             for lay in [Lay::Cl, Lay::ClPad] {
                 // (past the slab kernel: more than 256 tokens of all rows, or 65 rows) a partial
-                // 64-channel tile, 1-2 tokens a group, ragged L, several chunks per row
-                // grids of two waves (H100) at W = 4 with SiLU: 8x5376x128 on a ring of 3 slots,
-                // 5x3072x2048 on 4 (bf16 contiguous without states only: 31M elements)
+                // 64-channel tile, 1-2 tokens a group, ragged L, several chunks per row, W = 2-8
+                // (5 and 4 blocks a SM); grids of two waves (H100) with SiLU: 8x5376x128 on a ring
+                // of 3 slots at W = 4 (and W = 7), 5x3072x2048 on 4 at W = 4 and in 512-token
+                // chunks at W = 8 (bf16 contiguous without states only: 31M elements)
                 let shapes = [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700), (8, 5376, 128), (5, 3072, 2048)];
                 for (si, &(b, d, l)) in shapes.iter().enumerate() {
-                    for w in 3..=5 {
-                        if (si >= 5 && w != 4) || (si == 6 && (dt != DType::BF16 || lay != Lay::Cl)) {
+                    for w in 2..=8 {
+                        let big_w = if si == 5 { [4, 7] } else { [4, 8] };
+                        if (si >= 5 && !big_w.contains(&w)) || (si == 6 && (dt != DType::BF16 || lay != Lay::Cl)) {
                             continue;
                         }
                         for states in [false, true] {

@@ -1236,20 +1236,21 @@ fn bwd_clw(p: &BwdPlan) -> bool {
 /// session 25; bf16 SiLU W = 4, µs, the stream geometry's chunks / 256): 4x5376x4096 (320) 202.8
 /// / 201.6, 8x5376x512 (128) 66.0 / 61.8, 4x5376x1024 (128) 65.8 / 61.9, 4x5376x2048 (192) 109.4
 /// / 108.7, 1x5376x4096 (640, 0.9 waves) 62.0 / 61.7, 2x5376x4096 (384) 108.7 / 108.9,
-/// 8x2048x2048 (448) 85.3 / 86.1. From W = CLW_LONG_W on, chunks of CLW_CHUNK_LONG wherever those
-/// make a wave: a warp's walk recomputes K = W - 1 tokens past its end, 11 % more tokens at W = 8
-/// on 64-token walks (session 26, 4 blocks a SM, µs, 256 / 512: W = 7 4x5376x4096 214.2 / 207.7,
-/// W = 8 235.8 / 215.3, 2x5376x4096 126.1 / 116.5, 1x5376x4096 71.3 / 66.8; W = 6 203.5 / 204.9).
-/// Knobs set the chunk instead.
+/// 8x2048x2048 (448) 85.3 / 86.1. From W = CLW_LONG_W on, chunks of CLW_CHUNK_LONG instead: a
+/// warp's walk recomputes K = W - 1 tokens past its end, 11 % more tokens at W = 8 on 64-token
+/// walks (session 26, 4 blocks a SM, µs, 256 / 512: W = 7 4x5376x4096 214.2 / 207.7, W = 8 235.8
+/// / 215.3, 2x5376x4096 126.1 / 116.5; W = 6 203.5 / 204.9). Under two waves the stream
+/// geometry's one wave wins (W = 7 / 8, µs, 512 / the stream geometry's 704: 1x5376x4096 68.5 /
+/// 57.8, 66.8 / 60.0; at 8x5376x512 W = 8 lost, 66.7 against its 256: 71.4). Knobs set the
+/// chunk instead.
 fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
-    let wave = clw_wave(dev, width);
-    let (chunk, least) = if width >= CLW_LONG_W { (CLW_CHUNK_LONG, wave) } else { (CLW_CHUNK, 2 * wave) };
+    let chunk = if width >= CLW_LONG_W { CLW_CHUNK_LONG } else { CLW_CHUNK };
     let n_chunks = ceil_div(seqlen, chunk);
     let n_blocks = batch.saturating_mul(g.n_ctiles).saturating_mul(n_chunks);
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
-    if !tuned && seqlen >= chunk && n_blocks >= least && n_blocks <= MAX_BLOCKS {
+    if !tuned && seqlen >= chunk && n_blocks >= 2 * clw_wave(dev, width) && n_blocks <= MAX_BLOCKS {
         (g.chunk, g.n_chunks, g.n_blocks) = (chunk, n_chunks, n_blocks);
     }
     Ok(g)
@@ -2372,11 +2373,10 @@ mod tests {
             assert_eq!(family_on(dt, 4, 5376, 4096, 4, 5384), "clw");
         }
         assert_eq!(family(DType::F32, 4, 5376, 4096, 4), "cls");
-        // chunks of 256 where rows are that long and those make two waves (H100: 2 x 132 x 5
-        // blocks, 2 x 132 x 4 at W = 6), from W = 7 on chunks of 512 where those make one wave
-        // (132 x 4), else the stream geometry's; the ring: 2 slots under two waves, else 4 where a
-        // warp walks at least 64 tokens, else 3 (8x5376x128 and 5x3072x2048: gpu_bwd_clw's cases
-        // of 3 and 4)
+        // chunks of 256 (from W = 7 on 512) where rows are that long and those make two waves
+        // (H100: 2 x 132 x 5 blocks, 2 x 132 x 4 from W = 6), else the stream geometry's; the
+        // ring: 2 slots under two waves, else 4 where a warp walks at least 64 tokens, else 3
+        // (8x5376x128 and 5x3072x2048: gpu_bwd_clw's cases of 3 and 4)
         let rings = [
             (4, 5376, 4096, 4, 256, 4),
             (16, 5376, 512, 4, 256, 4),
@@ -2390,8 +2390,9 @@ mod tests {
             (4, 5376, 4096, 6, 256, 4),
             (4, 5376, 4096, 8, 512, 4),
             (2, 5376, 4096, 7, 512, 4),
-            (1, 5376, 4096, 8, 512, 2),
-            (8, 5376, 512, 7, 512, 2),
+            (16, 5376, 512, 8, 512, 4),
+            (1, 5376, 4096, 8, 704, 2),
+            (8, 5376, 512, 7, 256, 4),
         ];
         for (b, d, l, w, chunk, ring) in rings {
             let p = bwd_plan(inputs(DType::BF16, b, d, l, w, cl(b, d, l)));
@@ -2401,8 +2402,8 @@ mod tests {
             assert_eq!((k.chunk, k.rows_log2), (chunk, ring), "{b}x{d}x{l} W = {w}");
             assert_eq!(ring > 2, k.n_blocks >= 2 * 132 * clw_blocks_per_sm(w));
         }
-        // W = 7 where 512-token chunks make less than a wave (8x2048x1024: 512 blocks < 132 x 4):
-        // the stream geometry's chunks
+        // W = 7 where 512-token chunks make less than two waves (8x2048x1024: 512 blocks): the
+        // stream geometry's chunks
         let p = bwd_plan(inputs(DType::BF16, 8, 2048, 1024, 7, cl(8, 2048, 1024)));
         let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
         let want = cl_stream_geometry(8, 2048, 1024, ClFit { blocks_per_sm: 4, one_wave: None }, &h100()).unwrap();

@@ -1,6 +1,6 @@
 // bwd_clw: the channel-last backward of simple rows (no seq_idx / cu_seqlens) on the vector path
 // with D a multiple of the 16-byte vector, fed by per-warp rings of 16-byte asynchronous copies.
-// Block = (b, chunk, tile of 64 channels) sized by kernels.rs's cl_stream_geometry; its NG groups
+// Block = (b, chunk, tile of 64 channels) sized by kernels.rs's bwd_clw_geometry; its NG groups
 // of 32 threads (a group always lies inside one warp, 32 or 64 wide) walk consecutive segments
 // [s0, s1) of the chunk. Thread i of a group owns channels c0 + 2i and c0 + 2i + 1: two channels'
 // windows and partials are few registers, so many warps fit per SM (bwd_cls holds four).

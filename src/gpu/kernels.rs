@@ -1212,7 +1212,7 @@ fn clw_blocks_per_sm(width: i64) -> i64 {
 
 /// The streaming channel-last backward on `ccv1d_bwd_clw_*` (per-warp rings of 16-byte copies,
 /// two channels a thread, 4-5 blocks per SM) instead of `bwd_cls` (four channels a thread at W <=
-/// 4, 3-4 blocks per SM): D a multiple of the 16-byte vector (whole vectors per copy), L below
+/// 4, 3-5 blocks per SM): D a multiple of the 16-byte vector (whole vectors per copy), L below
 /// 2^30 (32-bit token indices, chunk starts included), and where it was measured faster: 16-bit x
 /// at W >= 2. H100, bf16 SiLU, µs, `bwd_cls` against it: session 17 at W = 3-5 (4x5376x4096 W = 4
 /// 211.7 / 209.6, 4x256x4096 20.5 / 18.7, 4x4096x512 27.5 / 27.0, 8x2048x1024 45.3 / 45.5);

@@ -252,19 +252,47 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
 
   if (active) {
     ClBwdWalk<T, W, CV, SILU> wk;
-    load_weights_c<W, CV>(P, c, CV, wk.w, wk.bias);
-    const RowCtx rc = row_ctx(P, b);
-    const bool live = rc.g.valid;  // a skipped row: g = 0, dx = 0, no partials
     const T* xp = (const T*)P.x + b * P.x_s[0] + c;
     const T* yp = (const T*)P.dout + b * P.dout_s[0] + c;
     T* dp = (T*)P.dx + b * P.dx_s[0] + c;
     const int64_t xt = P.x_s[2], yt = P.dout_s[2], dt = P.dx_s[2];
-
+    const int64_t qend = s1 + K, qload = min(L, qend);
+    // ring of R tokens ahead per thread in shared memory (R > 0; slot s: x at ring[2s], dout at
+    // ring[2s+1], each [NT]): step q refills the slot token q-1 used with token q+R-1
+    const T* xi = xp + s0 * xt;
+    const T* yi = yp + s0 * yt;
+    int64_t qi = s0;
+    auto issue = [&](int slot) {
+      const bool in = qi < qload;
+      ccv_cp<SLOT>(&ring[(2 * slot) * NT + tid], xi, in);
+      ccv_cp<SLOT>(&ring[(2 * slot + 1) * NT + tid], yi, in);
+      ccv_cp_commit();
+      ++qi;
+      xi += xt;
+      yi += yt;
+    };
+    // The weights and the window go out before either is used (the weights converted at their
+    // load, then the window, took two round trips). f32 issues the ring's first tokens before
+    // them, as bwd_clw does: one round trip at a lane's start (H100, docs/perf.md session 27:
+    // f32 SiLU 4x256x4096 24.7 -> 24.1 us, 4x4096x512 W = 7 44.6 -> 43.7); 16-bit after the
+    // window (first, bf16 W = 8 at 4x5376x4096 ran 231.0 -> 237.6).
+    constexpr bool RING_FIRST = sizeof(T) == 4;
+    auto ring_start = [&]() {
+#pragma unroll
+      for (int s = 0; s < R - 1; ++s) issue(s);
+    };
+    if constexpr (R > 0 && RING_FIRST) ring_start();
+    WeightBits<W, CV> wb;
+    load_weight_bits<W, CV>(P, c, CV, wb);
     typename Q::raw win[W];
     wk.window_loads(xp, xt, s0, true, win);
+    weights_from_bits<W, CV>(P, wb, wk.w, wk.bias);
+    const RowCtx rc = row_ctx(P, b);
+    const bool live = rc.g.valid;  // a skipped row: g = 0, dx = 0, no partials
     wk.start(P, rc, win, c, s0);
-    const int64_t qend = s1 + K, qload = min(L, qend);
+    if constexpr (R > 0 && !RING_FIRST) ring_start();
     if (!live) {  // a skipped row: dx = 0, no partials
+      if constexpr (R > 0) ccv_cp_wait<0>();  // (its copies land before red overlays the ring)
       for (int64_t p = s0; p < s1; ++p) Q::st(dp + p * dt, Q::zero());
     } else {
       // x and dout of the U tokens from q0 at xc / yc (every load of a step before the first
@@ -287,22 +315,6 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
         if (dxq) Q::st(dp + (q - K) * dt, wk.dx(P, rc, c, q - K, tail && dfin, L));
       };
       if constexpr (R > 0) {
-        // ring of R tokens ahead per thread in shared memory (slot s: x at ring[2s], dout at
-        // ring[2s+1], each [NT]): step q refills the slot token q-1 used with token q+R-1
-        const T* xi = xp + s0 * xt;
-        const T* yi = yp + s0 * yt;
-        int64_t qi = s0;
-        auto issue = [&](int slot) {
-          const bool in = qi < qload;
-          ccv_cp<SLOT>(&ring[(2 * slot) * NT + tid], xi, in);
-          ccv_cp<SLOT>(&ring[(2 * slot + 1) * NT + tid], yi, in);
-          ccv_cp_commit();
-          ++qi;
-          xi += xt;
-          yi += yt;
-        };
-#pragma unroll
-        for (int s = 0; s < R - 1; ++s) issue(s);
         for (int64_t q0 = s0; q0 < qend; q0 += R) {
           auto step = [&](int u, bool dwq, bool dxq, bool tail) {
             issue((u + R - 1) % R);

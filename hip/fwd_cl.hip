@@ -17,17 +17,20 @@ constexpr int CL_CV = 4;  // channels per thread
 // path): U loads ahead, no sequence checks, the activation fixed at compile time (ACT = 1 SiLU,
 // 0 none), whole steps of U tokens without per-token tests and the last tokens (fewer than a
 // step) one at a time (f32 at W >= 7: a test per token, STEPS below); otherwise one token at a
-// time with every check (ACT = -1: from the flags). BURST (16-bit, W <= 4, CCV_F_CL_BURST):
-// lanes of a few tokens on a grid of many waves, where other blocks hide the latency a prefetch
-// would: CCV_CL_BURST_16 loads a step, none ahead.
+// time with every check (ACT = -1: from the flags). BURST (FAST at 16-bit, W <= CCV_CL_BURST_MAXW):
+// CCV_CL_BURST_16 loads a step, none ahead, and the last tokens (fewer than a step) in one step
+// of predicated loads. Lanes of a few steps (chunks of 64-192 tokens), where other lanes hide
+// the latency a prefetch would: the kernel without the prefetch walk at these widths ran
+// 1-2 % faster on the mid-size grids (H100, docs/perf.md session 27).
 // Every thread of the block calls it with the same FAST (a lane with no token: live = false) and
 // meets its one barrier, which publishes sw, the tile's weights stored by `fill_sw`: FAST lanes
 // issue their first loads before the fill, so the weights' memory round trip and the data's
 // overlap.
-template <typename T, int W, bool FAST, int ACT, bool BURST, typename Fill>
+template <typename T, int W, bool FAST, int ACT, typename Fill>
 CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int64_t b, int64_t c, int64_t s0,
                          int64_t s1, bool live) {
   constexpr int K = W - 1, CV = CL_CV;
+  constexpr bool BURST = FAST && sizeof(T) == 2 && W <= CCV_CL_BURST_MAXW;
   constexpr int U = BURST ? CCV_CL_BURST_16 : sizeof(T) == 4 ? CCV_CL_AHEAD_f32(W) : CCV_CL_AHEAD_16(W);
   constexpr int UU = FAST ? U : 1;
   typedef QN<T, CV> Q;
@@ -168,9 +171,18 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
     }
   };
   for (int64_t t = s0; t < s1; t += UU) {
-    if (STEPS && FAST && t + UU > s1) {  // the walk's last tokens, fewer than a step: one at a time
+    if (STEPS && FAST && t + UU > s1) {  // the walk's last tokens, fewer than a step
+      if (BURST) {  // one step of predicated loads (0 from s1 on): one round trip
+        if (t != s0) fetch(t, rx);
+#pragma unroll
+        for (int u = 0; u < UU; ++u) {
+          if (t + u >= s1) break;
+          token(t + u, rx[u]);
+        }
+      } else {  // one at a time
 #pragma unroll 1
-      for (int64_t q = t; q < s1; ++q) token(q, Q::ld((const T*)P.x + xrow + q * xt));
+        for (int64_t q = t; q < s1; ++q) token(q, Q::ld((const T*)P.x + xrow + q * xt));
+      }
       break;
     }
     typename Q::raw nx[UU];
@@ -226,21 +238,13 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   // the same path for the whole block (the walk's barrier); D % 4 != 0 only with one token per row
   const bool simple = !(P.flags & (CCV_F_PACKED | CCV_F_SEQ_IDX));
   if (simple && (P.flags & CCV_F_VEC) && D % CL_CV == 0 && seg_by_index(P, b).valid) {
-    constexpr bool CB = sizeof(T) == 2 && W <= CCV_CL_BURST_MAXW;  // (no BURST instances elsewhere)
-    const bool silu = P.flags & CCV_F_SILU, burst = CB && (P.flags & CCV_F_CL_BURST);
-    if (burst) {
-      if (silu) {
-        fwd_cl_walk<T, W, true, 1, CB>(P, swc, fill_sw, b, c, s0, s1, live);
-      } else {
-        fwd_cl_walk<T, W, true, 0, CB>(P, swc, fill_sw, b, c, s0, s1, live);
-      }
-    } else if (silu) {
-      fwd_cl_walk<T, W, true, 1, false>(P, swc, fill_sw, b, c, s0, s1, live);
+    if (P.flags & CCV_F_SILU) {
+      fwd_cl_walk<T, W, true, 1>(P, swc, fill_sw, b, c, s0, s1, live);
     } else {
-      fwd_cl_walk<T, W, true, 0, false>(P, swc, fill_sw, b, c, s0, s1, live);
+      fwd_cl_walk<T, W, true, 0>(P, swc, fill_sw, b, c, s0, s1, live);
     }
   } else {
-    fwd_cl_walk<T, W, false, -1, false>(P, swc, fill_sw, b, c, s0, s1, live);
+    fwd_cl_walk<T, W, false, -1>(P, swc, fill_sw, b, c, s0, s1, live);
   }
 }
 

@@ -295,8 +295,8 @@
 // Channel-last streaming walks (fwd_cl, bwd_cls) load U tokens per step; with prefetch on, the
 // next step's loads are issued before the current step's math, so a lane always has loads in
 // flight (more registers). Measured on the H100 (docs/perf.md, session 6), 4x5376x4096:
-// fwd_cl 16-bit: prefetch with U = 4 for W <= 4 (bf16 148.0 -> 138.5 us; U = 8 without it before)
-// and U = 8 above; f32: no prefetch (it cost 3 %). bwd_cls with SiLU: prefetch, U = 2 for
+// fwd_cl 16-bit: prefetch with U = 8 at W >= 5 (at W <= 4, where U = 4 had taken bf16 148.0 ->
+// 138.5 us, the burst walk below replaced it); f32: no prefetch (it cost 3 %). bwd_cls with SiLU: prefetch, U = 2 for
 // W = 4 (bf16 321.8 -> 284.5 us) and 4 elsewhere (W = 6 453 -> 356; since the pointer-stepped
 // loads of session 7 also W = 3 and 5: 230.1 -> 211.0, 273.7 -> 251.9 against U = 2); without
 // activation no prefetch (it cost 4 %).
@@ -304,7 +304,7 @@
 #define CCV_CL_AHEAD_f32(W) 4
 #endif
 #ifndef CCV_CL_AHEAD_16
-#define CCV_CL_AHEAD_16(W) ((W) <= 4 ? 4 : 8)
+#define CCV_CL_AHEAD_16(W) 8
 #endif
 #ifndef CCV_CL_PREFETCH_f32
 #define CCV_CL_PREFETCH_f32 0
@@ -312,10 +312,12 @@
 #ifndef CCV_CL_PREFETCH_16
 #define CCV_CL_PREFETCH_16 1
 #endif
-// fwd_cl 16-bit, W <= 4, on grids of many short blocks (CCV_F_CL_BURST; kernels.rs picks chunks of
-// 128 tokens, so 16 per lane): U loads per step without prefetch. H100 (docs/perf.md, session
-// 14), bf16 4x5376x4096 SiLU: 122.9 us against 128.2 (prefetch with U = 4 in one wave); U = 16
-// 155.2, prefetch with U = 8 140.6.
+// fwd_cl 16-bit, W <= CCV_CL_BURST_MAXW: U loads per step without prefetch (kernels.rs picks
+// chunks of 128 tokens, 16 per lane, from two waves on, else one wave of chunks of whole tiles).
+// H100 (docs/perf.md, sessions 14 and 27), bf16 4x5376x4096 SiLU: 122.9 us against 128.2
+// (prefetch with U = 4 in one wave); U = 16 155.2, prefetch with U = 8 140.6. On one-wave grids
+// (session 27): 4x256x4096 9.4 -> 9.1, 4x4096x512 15.1 -> 14.9 against the prefetch walk; U = 16
+// 9.7 / 19.6.
 #ifndef CCV_CL_BURST_16
 #define CCV_CL_BURST_16 8
 #endif

@@ -59,7 +59,6 @@ pub const F_CACHE_SEQLENS: i32 = 1 << 12;
 pub const F_STATES_ANY: i32 = 1 << 13;
 pub const F_DIRECT: i32 = 1 << 14;
 pub const F_STEP_PM: i32 = 1 << 15;
-pub const F_CL_BURST: i32 = 1 << 16;
 pub const F_W_ROWS: i32 = 1 << 17;
 pub const F_PE_TOKENS: i32 = 1 << 18;
 
@@ -470,36 +469,42 @@ fn cl_fit(backward: bool, dt: DType, width: i64) -> ClFit {
     ClFit { blocks_per_sm, one_wave }
 }
 
-/// The channel-last forward's chunks and whether its 16-bit walk takes the burst path
-/// (`CCV_F_CL_BURST`: 8 loads a step, no prefetch). Big problems run fastest as many waves of
-/// short blocks (H100, docs/perf.md, session 14; µs, SiLU, against `cl_stream_geometry`'s chunks):
+/// The channel-last forward's chunks. Big problems run fastest as many waves of short blocks
+/// (H100, docs/perf.md, session 14; µs, SiLU, against `cl_stream_geometry`'s chunks):
 /// - f32 at W <= 4 in chunks of 32 tokens (one step of 4 per lane): 4x5376x4096 232.6 against
 ///   250.5, 8x2048x1024 46.5 / 52.0, 4x256x4096 13.7 / 14.9, 4x4096x512 24.7 / 27.7; at W = 5 / 6
 ///   in chunks of 64 (235.8 / 236.0 against 255.3 / 255.0; in 32: 267.0 / 262.2). W = 7 / 8 keep
 ///   theirs (316.2 / 279.7 in chunks of 64 against 257.6 / 256.1).
-/// - 16-bit at W <= 4 in chunks of 128 with the burst walk where that makes at least two waves:
-///   bf16 4x5376x4096 122.9 against 128.2, 8x2048x1024 26.9 / 27.7; below that the one-wave
-///   chunks stay (4x4096x512 15.0 against 16.0, 4x256x4096 9.4 against 9.7). W >= 5 keeps its
-///   chunks (W = 5 139.3 in chunks of 128, 143.6 with the burst walk, against 136.9).
-/// The `CCV1D_CL_TILES` / `CCV1D_CL_CHUNK` knobs set the chunk instead; the burst flag then
-/// follows the two-wave rule at any width (the kernel has the walk for W <= CCV_CL_BURST_MAXW).
-fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, dt: DType, width: i64, dev: &DeviceInfo) -> Result<(MainGeom, bool)> {
+/// - 16-bit at W <= 4 (the burst walk, fwd_cl.hip) in chunks of 64 tokens (one step a lane) up to
+///   FWD_CL_FINE_WAVES waves of them, else 128: session 27, bf16 SiLU, 64 against the chunks of
+///   before (128 from two waves on, else one wave): 4x256x4096 8.9 / 9.1, 1x2048x4096 14.9 /
+///   15.1, 4x256x2048 5.5 / 5.7, 1x256x4096 4.1 / 4.3, 1x5376x4096 (6.8 waves) 33.3 / 33.5,
+///   8x5376x512 33.4 / 33.5, 4x4096x512 and 8x2048x1024 equal (14.9, 26.1); 2x5376x4096 (13.6
+///   waves) 63.6 / 63.0, 4x5376x4096 124.0 / 121.9 (128 had beaten the one-wave chunks there in
+///   session 14: 122.9 against 128.2). W >= 5 keeps its chunks (W = 5 139.3 in chunks of 128
+///   against 136.9).
+/// The `CCV1D_CL_TILES` / `CCV1D_CL_CHUNK` knobs set the chunk instead.
+fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, dt: DType, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     let fit = cl_fit(false, dt, width);
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
+    let slots = (dev.multiprocessors.max(1) as i64) * fit.blocks_per_sm;
+    let fine = batch.saturating_mul(g.n_ctiles).saturating_mul(ceil_div(seqlen.max(1), CL_TT)) <= FWD_CL_FINE_WAVES * slots;
     let short = match (dt, width) {
         (DType::F32, ..=4) => 32,
         (DType::F32, 5 | 6) => 64,
+        (_, ..=4) if fine => CL_TT,
         (_, ..=4) => 128,
-        _ if tuned => 128,
-        _ => return Ok((g, false)),
+        _ => return Ok(g),
     };
-    let waves2 = 2 * (dev.multiprocessors.max(1) as i64) * fit.blocks_per_sm;
     if !tuned {
-        recut_chunks(&mut g, batch, seqlen, short, if dt == DType::F32 { 0 } else { waves2 });
+        recut_chunks(&mut g, batch, seqlen, short, 0);
     }
-    Ok((g, dt != DType::F32 && g.chunk <= 128 && g.n_blocks >= waves2))
+    Ok(g)
 }
+
+/// The most waves of 64-token chunks `fwd_cl_geometry` gives the 16-bit forward at W <= 4.
+const FWD_CL_FINE_WAVES: i64 = 8;
 
 /// Cuts a streaming channel-last geometry's rows into chunks of `short` tokens where its chunks
 /// are longer and that makes at least `min_blocks` blocks (within one launch).
@@ -740,13 +745,7 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
             let mut g = match layout {
                 Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
                 Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev)?,
-                Layout::ChannelLast => {
-                    let (g, burst) = fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?;
-                    if burst {
-                        k.flags |= F_CL_BURST;
-                    }
-                    g
-                }
+                Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
             };
             let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
             if warp {
@@ -1720,7 +1719,6 @@ mod tests {
             ("CCV_F_CACHE_SEQLENS", F_CACHE_SEQLENS), ("CCV_F_STATES_ANY", F_STATES_ANY),
             ("CCV_F_DIRECT", F_DIRECT),
             ("CCV_F_STEP_PM", F_STEP_PM),
-            ("CCV_F_CL_BURST", F_CL_BURST),
             ("CCV_F_W_ROWS", F_W_ROWS),
             ("CCV_F_PE_TOKENS", F_PE_TOKENS),
 
@@ -1813,28 +1811,28 @@ mod tests {
         let dev = h100();
         let g = |b, d, l, dt, w| fwd_cl_geometry(b, d, l, dt, w, &dev).unwrap();
         // f32 at W <= 4: chunks of 32 tokens
-        let (f, burst) = g(4, 5376, 4096, DType::F32, 4);
-        assert_eq!((f.chunk, f.n_chunks, f.n_blocks, burst), (32, 128, 4 * 84 * 128, false));
-        assert_eq!((g(2, 700, 3000, DType::F32, 4).0.chunk, g(2, 700, 3000, DType::F32, 6).0.chunk), (32, 64));
-        // 16-bit: chunks of 128 on the burst walk from two waves on (2 x 132 x 6 blocks)
-        let (h, burst) = g(4, 5376, 4096, DType::BF16, 4);
-        assert_eq!((h.chunk, h.n_chunks, h.n_blocks, burst), (128, 32, 4 * 84 * 32, true));
-        for (b, d, l, dt, w) in [(8, 2048, 1024, DType::F16, 4), (2, 1000, 6500, DType::BF16, 1), (1, 2048, 6400, DType::F16, 2), (4, 576, 7000, DType::F16, 3)] {
-            let (h, burst) = g(b, d, l, dt, w);
-            assert!(burst && h.chunk == 128 && h.n_blocks >= 2 * 132 * 6, "{b}x{d}x{l}");
+        let f = g(4, 5376, 4096, DType::F32, 4);
+        assert_eq!((f.chunk, f.n_chunks, f.n_blocks), (32, 128, 4 * 84 * 128));
+        assert_eq!((g(2, 700, 3000, DType::F32, 4).chunk, g(2, 700, 3000, DType::F32, 6).chunk), (32, 64));
+        // 16-bit: chunks of 64 up to 8 waves of them (8 x 132 x 6 blocks), else 128
+        let h = g(4, 5376, 4096, DType::BF16, 4);
+        assert_eq!((h.chunk, h.n_chunks, h.n_blocks), (128, 32, 4 * 84 * 32));
+        assert_eq!(g(2, 5376, 4096, DType::F16, 3).chunk, 128);
+        assert_eq!(g(16, 2048, 1004, DType::BF16, 4).chunk, 128);
+        for (b, d, l, dt, w) in [(8, 2048, 1024, DType::F16, 4), (2, 1000, 6500, DType::BF16, 1), (1, 2048, 6400, DType::F16, 2), (4, 576, 7000, DType::F16, 3), (1, 5376, 4096, DType::BF16, 4), (4, 4096, 512, DType::BF16, 4), (4, 256, 4096, DType::BF16, 4)] {
+            let h = g(b, d, l, dt, w);
+            assert!(h.chunk == 64 && h.n_blocks <= 8 * 132 * 6, "{b}x{d}x{l}");
         }
-        // below two waves the one-wave chunks stay
-        let (m, burst) = g(4, 4096, 512, DType::BF16, 4);
-        assert_eq!((m.chunk, m.n_blocks, burst), (192, 256 * 3, false));
-        assert!(!g(4, 256, 4096, DType::BF16, 4).1);
+        // chunks under a tile (few short rows) stay
+        assert!(g(2, 64, 256, DType::BF16, 4).chunk < 64);
         // f32 at W = 5 / 6 in chunks of 64; wider f32 and 16-bit from W = 5 on keep
         // cl_stream_geometry's chunks
         for w in [5, 6] {
-            assert_eq!(g(4, 5376, 4096, DType::F32, w), (MainGeom { chunk: 64, n_chunks: 64, n_blocks: 4 * 84 * 64, ..g(4, 5376, 4096, DType::F32, w).0 }, false));
+            assert_eq!(g(4, 5376, 4096, DType::F32, w), MainGeom { chunk: 64, n_chunks: 64, n_blocks: 4 * 84 * 64, ..g(4, 5376, 4096, DType::F32, w) });
         }
         for (dt, w) in [(DType::F32, 7), (DType::F32, 8), (DType::BF16, 5), (DType::F16, 8)] {
-            let (wide, burst) = g(4, 5376, 4096, dt, w);
-            assert_eq!((wide.chunk, burst), (cl_stream_geometry(4, 5376, 4096, cl_fit(false, dt, w), &dev).unwrap().chunk, false));
+            let wide = g(4, 5376, 4096, dt, w);
+            assert_eq!(wide.chunk, cl_stream_geometry(4, 5376, 4096, cl_fit(false, dt, w), &dev).unwrap().chunk);
             assert!(wide.chunk > 128);
         }
     }
@@ -1855,7 +1853,6 @@ mod tests {
             let k = params_of(&v[0]);
             if v[0].kernel.contains("_clw_") {
                 check_clw_geometry(&v[0], b, d, l);
-                assert_eq!(k.flags & F_CL_BURST, 0);
             }
             (v[0].kernel.trim_start_matches("ccv1d_fwd_").split('_').next().unwrap().to_string(), k.chunk)
         };

@@ -667,9 +667,8 @@ fn check_fwd_on(cu: &Cu, c: &Conv, lay: Lay, final_states: bool, alias: bool, pt
     if let Some(f) = &fin {
         f.free(cu);
     }
-    // "+burst": fwd_cl's burst walk runs (the flag on the vector path)
-    let burst = |l: &Launch| params_of(l).flags & (F_CL_BURST | F_VEC) == F_CL_BURST | F_VEC;
-    let tag = |l: &Launch| if burst(l) { format!("{}+burst", l.kernel) } else { l.kernel.clone() };
+    // "+vec": a launch on the vector path (fwd_cl: its fast walks, the burst walk for 16-bit at W <= 4)
+    let tag = |l: &Launch| if params_of(l).flags & F_VEC != 0 { format!("{}+vec", l.kernel) } else { l.kernel.clone() };
     msg + &format!(" [{}]", launches.iter().map(tag).collect::<Vec<_>>().join(","))
 }
 
@@ -988,10 +987,12 @@ fn gpu_large_shapes() {
 }
 
 /// The channel-last forward on grids of many short blocks (`fwd_cl_geometry`): 16-bit at W <= 4
-/// on the burst walk (at least two waves of 128-token chunks; each case must run on it), with a
-/// partial last channel tile and chunk, padded rows, initial and final states, SiLU on and off;
-/// f32 in 32-token chunks (64 at W = 6). The last chunks leave lanes fewer tokens than a step
-/// (6500: 4 of 8; 3002: 2 of 4; 3003: 3 of 4), which the walk's tail takes one at a time.
+/// on the burst walk (chunks of 64 tokens, of 128 past 8 waves of 64, or under a tile; each case
+/// must run on `fwd_cl`'s vector path), with a partial last channel tile and chunk, padded rows,
+/// initial and final states, SiLU on and off; f32 in 32-token chunks (64 at W = 6). The last
+/// chunks leave lanes fewer tokens than a step (6500 and 6508: 4 of 8, from the lane's start;
+/// 16x2048x1004 in chunks of 128: 8 + 4; 2000 in 24-token chunks: 3 a lane; 3002: 2 of 4; 3003: 3
+/// of 4), which the 16-bit walk takes in one predicated step and the f32 walk one token at a time.
 #[test]
 #[ignore]
 fn gpu_fwd_cl_short_chunks() {
@@ -1003,6 +1004,10 @@ fn gpu_fwd_cl_short_chunks() {
             (DType::F16, Lay::ClPad, 4, 576, 7000, 3, true),
             (DType::F32, Lay::ClPad, 2, 700, 3002, 4, true),
             (DType::F32, Lay::Cl, 2, 700, 3003, 6, false),
+            (DType::BF16, Lay::ClPad, 1, 512, 6508, 4, true),
+            (DType::F16, Lay::Cl, 2, 256, 2000, 3, false),
+            (DType::BF16, Lay::Cl, 4, 4096, 512, 4, false),
+            (DType::BF16, Lay::Cl, 16, 2048, 1004, 4, false),
         ] {
             let mut o = big(dt, lay, b, d, l, w);
             o.silu = w != 2;
@@ -1012,7 +1017,7 @@ fn gpu_fwd_cl_short_chunks() {
             run_case(&name, || {
                 let m = check_fwd(cu, &o, states, false);
                 let kernel = format!("[ccv1d_fwd_cl_{}_w{w}", dt_name(dt));
-                assert!(m.contains(&kernel) && m.contains("+burst") == (dt != DType::F32), "not on the short-chunk path: {m}");
+                assert!(m.contains(&format!("{kernel}+vec")), "not on fwd_cl's vector path: {m}");
                 m
             });
         }

@@ -274,8 +274,8 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
     // The weights and the window go out before either is used (the weights converted at their
     // load, then the window, took two round trips). f32 issues the ring's first tokens before
     // them, as bwd_clw does: one round trip at a lane's start (H100, docs/perf.md session 27:
-    // f32 SiLU 4x256x4096 24.7 -> 24.1 us, 4x4096x512 W = 7 44.6 -> 43.7); 16-bit after the
-    // window (first, bf16 W = 8 at 4x5376x4096 ran 231.0 -> 237.6).
+    // f32 SiLU 4x256x4096 24.7 -> 24.0-24.2 us, 4x4096x512 W = 7 44.5-44.8 -> 43.7-43.8); 16-bit
+    // after the window (first, bf16 W = 8 at 4x5376x4096 ran 231.0 -> 237.6).
     constexpr bool RING_FIRST = sizeof(T) == 4;
     auto ring_start = [&]() {
 #pragma unroll

@@ -987,12 +987,13 @@ fn gpu_large_shapes() {
 }
 
 /// The channel-last forward on grids of many short blocks (`fwd_cl_geometry`): 16-bit at W <= 4
-/// on the burst walk (chunks of 64 tokens, of 128 past 8 waves of 64, or under a tile; each case
+/// on the burst walk (chunks of 64 tokens, of 128 past 4 waves of 64, or under a tile; each case
 /// must run on `fwd_cl`'s vector path), with a partial last channel tile and chunk, padded rows,
 /// initial and final states, SiLU on and off; f32 in 32-token chunks (64 at W = 6). The last
-/// chunks leave lanes fewer tokens than a step (6500 and 6508: 4 of 8, from the lane's start;
-/// 16x2048x1004 in chunks of 128: 8 + 4; 2000 in 24-token chunks: 3 a lane; 3002: 2 of 4; 3003: 3
-/// of 4), which the 16-bit walk takes in one predicated step and the f32 walk one token at a time.
+/// chunks leave lanes fewer tokens than a step (6500 in chunks of 128 and 6508 in chunks of 64: 4
+/// of 8, from the lane's start; 16x2048x1004 in chunks of 128: 8 + 4; 2000 in 24-token chunks: 3
+/// a lane; 3002: 2 of 4; 3003: 3 of 4), which the 16-bit walk takes in one predicated step and the
+/// f32 walk one token at a time.
 #[test]
 #[ignore]
 fn gpu_fwd_cl_short_chunks() {

@@ -19,9 +19,9 @@ constexpr int CL_CV = 4;  // channels per thread
 // step) one at a time (f32 at W >= 7: a test per token, STEPS below); otherwise one token at a
 // time with every check (ACT = -1: from the flags). BURST (FAST at 16-bit, W <= CCV_CL_BURST_MAXW):
 // CCV_CL_BURST_16 loads a step, none ahead, and the last tokens (fewer than a step) in one step
-// of predicated loads. Lanes of a few steps (chunks of 64-192 tokens), where other lanes hide
-// the latency a prefetch would: the kernel without the prefetch walk at these widths ran
-// 1-2 % faster on the mid-size grids (H100, docs/perf.md session 27).
+// of predicated loads. Lanes of one or two steps (kernels.rs: chunks of 64 or 128 tokens), where
+// other lanes hide the latency a prefetch would: the kernel without the prefetch walk at these
+// widths ran 1-2 % faster on the mid-size grids (H100, docs/perf.md session 27).
 // Every thread of the block calls it with the same FAST (a lane with no token: live = false) and
 // meets its one barrier, which publishes sw, the tile's weights stored by `fill_sw`: FAST lanes
 // issue their first loads before the fill, so the weights' memory round trip and the data's

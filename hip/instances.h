@@ -296,10 +296,10 @@
 // next step's loads are issued before the current step's math, so a lane always has loads in
 // flight (more registers). Measured on the H100 (docs/perf.md, session 6), 4x5376x4096:
 // fwd_cl 16-bit: prefetch with U = 8 at W >= 5 (at W <= 4, where U = 4 had taken bf16 148.0 ->
-// 138.5 us, the burst walk below replaced it); f32: no prefetch (it cost 3 %). bwd_cls with SiLU: prefetch, U = 2 for
-// W = 4 (bf16 321.8 -> 284.5 us) and 4 elsewhere (W = 6 453 -> 356; since the pointer-stepped
-// loads of session 7 also W = 3 and 5: 230.1 -> 211.0, 273.7 -> 251.9 against U = 2); without
-// activation no prefetch (it cost 4 %).
+// 138.5 us, the burst walk below replaced it); f32: no prefetch (it cost 3 %). bwd_cls with
+// SiLU: prefetch, U = 2 for W = 4 (bf16 321.8 -> 284.5 us) and 4 elsewhere (W = 6 453 -> 356;
+// since the pointer-stepped loads of session 7 also W = 3 and 5: 230.1 -> 211.0, 273.7 -> 251.9
+// against U = 2); without activation no prefetch (it cost 4 %).
 #ifndef CCV_CL_AHEAD_f32
 #define CCV_CL_AHEAD_f32(W) 4
 #endif
@@ -313,7 +313,7 @@
 #define CCV_CL_PREFETCH_16 1
 #endif
 // fwd_cl 16-bit, W <= CCV_CL_BURST_MAXW: U loads per step without prefetch (kernels.rs picks
-// chunks of 128 tokens, 16 per lane, from two waves on, else one wave of chunks of whole tiles).
+// chunks of 64 tokens, 8 a lane, up to 4 waves of them, else 128).
 // H100 (docs/perf.md, sessions 14 and 27), bf16 4x5376x4096 SiLU: 122.9 us against 128.2
 // (prefetch with U = 4 in one wave); U = 16 155.2, prefetch with U = 8 140.6. On one-wave grids
 // (session 27): 4x256x4096 9.4 -> 9.1, 4x4096x512 15.1 -> 14.9 against the prefetch walk; U = 16

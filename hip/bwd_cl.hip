@@ -285,7 +285,7 @@ CCV_DEV void bwd_cls_rows(const ccv_params& P, float4* smem) {
     WeightBits<W, CV> wb;
     load_weight_bits<W, CV>(P, c, CV, wb);
     typename Q::raw win[W];
-    wk.window_loads(xp, xt, s0, true, win);
+    window_loads<T, W, CV>(xp, xt, s0, true, win);
     weights_from_bits<W, CV>(P, wb, wk.w, wk.bias);
     const RowCtx rc = row_ctx(P, b);
     const bool live = rc.g.valid;  // a skipped row: g = 0, dx = 0, no partials

@@ -92,7 +92,7 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
     load_weight_bits<W, CV>(P, c, mine ? CV : 0, wb);
     const T* xp = (const T*)P.x + b * P.x_s[0] + c;
     Raw win[W];
-    wk.window_loads(xp, xt, s0, mine, win);
+    window_loads<T, W, CV, int64_t>(xp, xt, s0, mine, win);  // (64-bit indices: the SASS timed in session 26)
     weights_from_bits<W, CV>(P, wb, wk.w, wk.bias);
     const RowCtx rc = row_ctx(P, b);
     if (!rc.g.valid) {  // a skipped row: dx = 0, no partials

@@ -22,19 +22,8 @@ struct ClBwdWalk {
 #pragma unroll
       for (int k = 0; k <= W; ++k) dw[ch][k] = 0.f;
   }
-  // The raw x of the window before token s0, x(s0-K .. s0-1) at xp + p * xt where p >= 0 (none
-  // for a thread without channels, !own), all issued before any is used: an unpack right after
-  // its load waited for it before the next load went out, a round trip per window token at each
-  // block's start. A kernel may convert its weights between these loads and `start`.
-  static CCV_DEV void window_loads(const T* xp, int64_t xt, int64_t s0, bool own, Raw (&raw)[W]) {
-#pragma unroll
-    for (int k = 1; k <= K; ++k) {
-      const int64_t p = s0 - K - 1 + k;
-      raw[k] = own && p >= 0 ? Q::ld(xp + p * xt) : Q::zero();
-    }
-  }
-  // The windows before token s0 from window_loads' raw x (the initial state or 0 before the row
-  // start), g = 0. A thread without channels (!own): x = 0.
+  // The windows before token s0 from window_loads' raw x (common.h; the initial state or 0 before
+  // the row start), g = 0. A thread without channels (!own): x = 0.
   CCV_DEV void start(const ccv_params& P, const RowCtx& rc, const Raw (&raw)[W], int64_t c, int64_t s0, bool own = true) {
 #pragma unroll
     for (int k = 0; k < W; ++k)

@@ -104,6 +104,21 @@ template <> struct QN<float, 2> {
   static CCV_DEV raw zero() { return make_uint2(0u, 0u); }
 };
 
+// A channel-last walk's window before token s0: the raw x(s0-K .. s0-1) (K = W - 1) of CV
+// channels at xp + p * xt into raw[1..K], where p >= 0 (zero for p < 0 and for a thread without
+// channels, !own), every load issued before any is used: an unpack right after its load waited
+// for it before the next load went out, a round trip per window token at each block's start
+// (H100, docs/perf.md session 26). The caller unpacks them (and fills p < 0 from the row's halo).
+// Token indices in the caller's type I (32-bit where it keeps them so).
+template <typename T, int W, int CV, typename I>
+CCV_DEV void window_loads(const T* xp, int64_t xt, I s0, bool own, typename QN<T, CV>::raw (&raw)[W]) {
+#pragma unroll
+  for (int k = 1; k < W; ++k) {
+    const I p = s0 - W + k;
+    raw[k] = own && p >= 0 ? QN<T, CV>::ld(xp + (int64_t)p * xt) : QN<T, CV>::zero();
+  }
+}
+
 // run-time dtype (weight, bias, dweight, dbias)
 CCV_DEV float ld_dt(const void* base, int64_t off, int dt) {
   switch (dt) {

@@ -68,17 +68,11 @@ CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
   float w[CV][W], bias[CV];
   load_weights_c<W, CV>(P, c, mine ? CV : 0, w, bias);
   // win[k] = x(q - K + k) after token q; before s0: x(s0 - K .. s0 - 1), every load issued
-  // before the first unpack: an unpack right after its load waited for it before the next load
-  // went out, a round trip per window token (H100, docs/perf.md session 26: W = 8 4x5376x4096
+  // before the first unpack (window_loads; H100, docs/perf.md session 26: W = 8 4x5376x4096
   // 135.1 -> 131.0 us). Converting the weights after these loads instead was slower (131.9).
   float win[W][CV];
-  const T* xp = (const T*)P.x + b * P.x_s[0] + c;
   Raw wraw[W];
-#pragma unroll
-  for (int k = 1; k <= K; ++k) {
-    const int p = s0 - K - 1 + k;
-    wraw[k] = mine && p >= 0 ? Q::ld(xp + (int64_t)p * xt) : Q::zero();
-  }
+  window_loads<T, W, CV>((const T*)P.x + b * P.x_s[0] + c, xt, s0, mine, wraw);
 #pragma unroll
   for (int k = 1; k <= K; ++k) {
     const int p = s0 - K - 1 + k;

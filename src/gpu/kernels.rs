@@ -367,7 +367,8 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     };
     let total = rows.saturating_mul(tiles_per_row);
     let target = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
-    let per_block = (total / target).clamp(1, MAX_TILES_PER_BLOCK.min(tiles_per_row));
+    let tuned = if layout == Layout::ChannelFirst { knob(Knob::CfTiles) } else { None };
+    let per_block = tuned.unwrap_or(total / target).clamp(1, MAX_TILES_PER_BLOCK.min(tiles_per_row));
     let chunk = per_block * tile;
     let n_chunks = ceil_div(seqlen.max(1), chunk);
     let n_blocks = rows.saturating_mul(n_chunks);
@@ -924,6 +925,9 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
     let mut g = main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev)?;
     let warp = layout == Layout::ChannelFirst && bwd_warp_spans(p, dev);
     if warp {
+        if inp.x.dtype != DType::F32 && knob(Knob::CfTiles).is_none() {
+            g = bwd_cfw_chunks(p, g, dev);
+        }
         g.brows = bwd_cfw_rows(p, &g, dev).0;
     } else if layout == Layout::ChannelFirst {
         let r = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype);
@@ -1104,6 +1108,37 @@ fn cf_warp_spans(inp: &ConvInputs, views: &[&View], faster: bool, dev: &DeviceIn
 /// 206.7 / 225.9 against 251.2 / 269.1 on `bwd_cf`, f32 364.0 / 364.1 against 385.0 / 411.7).
 fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     cf_warp_spans(&p.inp, &[&p.inp.x, &p.dout, &p.dx], true, dev)
+}
+
+/// `bwd_cfw`'s 16-bit chunks: `main_geometry`'s tiles a block (sized for 16 blocks a
+/// multiprocessor, twice what `bwd_cfw` holds) or more, up to a whole row: the fewest
+/// wave-quantized block steps (steps + 1 a block, as `cf_row_group` counts them, with its row
+/// groups); a tie keeps `main_geometry`'s. H100 (docs/perf.md, session 28; SiLU, µs, its chunks /
+/// whole rows): bf16 4x256x4096 15.5 / 14.7-14.9 (1024 blocks, a wave, against 2048), f16 15.5
+/// / 14.8-14.9, 4x512x4096 25.5 / 23.8 (2 rows a block), 2x256x4096 10.3-10.4 / 10.9 (kept: 512
+/// blocks of whole rows are half a wave). f32 keeps `main_geometry`'s: 4x256x4096 23.1 against
+/// 23.4 in 2 tiles and 23.1-23.2 in 4 (whole rows).
+fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
+    let inp = &p.inp;
+    let tile = tile_tokens(Layout::ChannelFirst, inp.x.dtype);
+    let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width, true);
+    let per_step = NT as i64 / dev.warp_size.max(1) as i64;
+    let cost = |g: &MainGeom| {
+        let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
+        let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, true);
+        let blocks = ceil_div(inp.batch, rows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
+        ceil_div(blocks, slots).saturating_mul(ceil_div(rows * spans, per_step) + 1)
+    };
+    let mut best = (cost(&g), g);
+    for tiles in g.chunk / tile + 1..=ceil_div(inp.seqlen, tile).min(MAX_TILES_PER_BLOCK) {
+        let n_chunks = ceil_div(inp.seqlen, tiles * tile);
+        let c = MainGeom { chunk: tiles * tile, n_chunks, n_blocks: inp.batch.saturating_mul(inp.dim).saturating_mul(n_chunks), ..g };
+        let k = cost(&c);
+        if k < best.0 {
+            best = (k, c);
+        }
+    }
+    best.1
 }
 
 /// Resident blocks per multiprocessor of `ccv1d_bwd_cfw7_*` (its launch bound in instances.h).
@@ -1614,11 +1649,13 @@ enum Knob {
     Cfw7,
     /// `CCV1D_REDUCE_ROWS`: partial rows per lane of `bwd_reduce` (the lanes: a power of two).
     ReduceRows,
+    /// `CCV1D_CF_TILES`: tiles per block of the channel-first tile and warp-span kernels.
+    CfTiles,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 13] = [const { OnceLock::new() }; 13];
+    static VALUES: [OnceLock<Option<i64>>; 14] = [const { OnceLock::new() }; 14];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1633,6 +1670,7 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::BwdPe => "CCV1D_BWD_PE",
         Knob::Cfw7 => "CCV1D_CFW7",
         Knob::ReduceRows => "CCV1D_REDUCE_ROWS",
+        Knob::CfTiles => "CCV1D_CF_TILES",
     };
     let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
@@ -2319,6 +2357,27 @@ mod tests {
         let mut p = cf_plan(DType::F32, 1, 32, 64, 4);
         p.inp.seq_idx = Some(IdxView { addr: 0x7600_0000, stride: [64, 1], elem_bytes: 4 });
         assert_eq!(pt_rows(&p), None);
+    }
+
+    /// `bwd_cfw`'s 16-bit chunks: whole rows where that saves a wave (4x256x4096: 1024 blocks
+    /// against 2048; 4x512x4096 in row pairs), not where it leaves half a wave (2x256x4096);
+    /// f32 and the Mamba-2 shape as `main_geometry` cuts them.
+    #[test]
+    fn bwd_cfw_chunk_choice() {
+        let geom = |dt: DType, (b, d, l): (i64, i64, i64)| {
+            let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+            let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+            assert!(v[0].kernel.starts_with("ccv1d_bwd_cfw"), "{}", v[0].kernel);
+            let k = params_of(&v[0]);
+            (k.chunk, k.n_blocks, k.brows, v.len())
+        };
+        assert_eq!(geom(DType::BF16, (4, 256, 4096)), (4096, 1024, 1, 2));
+        assert_eq!(geom(DType::F16, (4, 256, 4096)), (4096, 1024, 1, 2));
+        assert_eq!(geom(DType::BF16, (4, 512, 4096)), (4096, 1024, 2, 2));
+        assert_eq!(geom(DType::BF16, (2, 256, 4096)), (2048, 1024, 1, 2));
+        assert_eq!(geom(DType::F32, (4, 256, 4096)), (1024, 4096, 1, 2));
+        assert_eq!(geom(DType::BF16, (4, 5376, 4096)), (4096, 5376, 4, 1));
+        assert_eq!(geom(DType::BF16, (8, 2048, 1024)), (2048, 2048, 8, 1));
     }
 
     /// `bwd_cfw` at W <= 4 on `bwd_cfw7` (7 resident blocks) where its grid's last wave is

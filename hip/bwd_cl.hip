@@ -14,6 +14,7 @@
 
 template <typename T, int W>
 CCV_DEV void bwd_cl_body(const ccv_params& P) {
+  ccv_release_dependents();  // the reduce launch (compat.h)
   constexpr int K = W - 1, NT = CCV_NT_bwd_cl, CC = CCV_CL_CC, TT = CCV_CL_TT;
   constexpr int SB = sizeof(T) == 4 ? CCV_SB_bwd_cl_f32 : CCV_SB_bwd_cl_16;
   constexpr int XROWS = TT + 2 * K, GROWS = TT + K;
@@ -383,6 +384,7 @@ CCV_DEV void bwd_cls_body(const ccv_params& P) {
   constexpr int NT = CCV_NT_bwd_cls, CV = ClsCfg<T, W>::CV, LANES = NT / (CCV_CL_CC / CV);
   constexpr int RED = LANES * CCV_CL_CC * (W + 1) * 4, RING = ClsCfg<T, W>::R * 2 * NT * CV * sizeof(T);
   __shared__ float4 smem[(RED > RING ? RED : RING) / 16];
+  ccv_release_dependents();
   if (P.flags & CCV_F_SILU) {
     bwd_cls_rows<T, W, true>(P, smem);
   } else {

@@ -146,6 +146,7 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
 template <typename T, int W>
 CCV_DEV void bwd_clw_body(const ccv_params& P) {
   __shared__ float4 smem[ClwShape<T, W>::SMEM / 16];
+  ccv_release_dependents();  // the reduce launch (compat.h)
   if (P.flags & CCV_F_SILU) {
     bwd_clw_rows<T, W, true>(P, smem);
   } else {

@@ -6,7 +6,8 @@
 // storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
 // vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses),
 // ccv_cp<N>/ccv_cp16/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
-// ccv_warp_sync, ccv_exp_neg (the sigmoid's e^-z), CCV_EXTERN_KERNEL.
+// ccv_warp_sync, ccv_exp_neg (the sigmoid's e^-z), ccv_wait_previous/ccv_release_dependents
+// (programmatic dependent launch), CCV_EXTERN_KERNEL.
 #pragma once
 
 #include <stdint.h>
@@ -161,6 +162,23 @@ __device__ __forceinline__ void ccv_warp_sync() {
 #else
 #define CCV_GRID_CONST const
 #endif
+
+// Programmatic dependent launch (NVIDIA sm_90+): a kernel launched with the host's
+// `overlap_previous` (kernels.rs; cuLaunchKernelEx's programmatic stream serialization) may start
+// while the kernel before it in the stream still runs, once every block of that kernel has called
+// ccv_release_dependents (or finished); it calls ccv_wait_previous before it reads anything, which
+// waits for that kernel to finish and its writes to be visible. Elsewhere (AMD, older NVIDIA
+// archs, launches without the attribute) both are no-ops and the stream orders the kernels.
+__device__ __forceinline__ void ccv_wait_previous() {
+#if defined(CCV_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void ccv_release_dependents() {
+#if defined(CCV_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
 
 // e^-z for the activation's sigmoid. NVIDIA: ex2.approx.ftz (2 ulp) of -z*log2(e); nvcc's
 // __expf adds a fix-up for results below 2^-126 (a compare, two predicated multiplies per call),

@@ -479,6 +479,7 @@ CCV_DEV void bwd_states_body(const ccv_params& P) {
 // there are many partial rows over few channels: 18 us for 792 rows x 1280 outputs.)
 CCV_DEV void bwd_reduce_body(const ccv_params& P) {
   __shared__ float part[CCV_NT_bwd_reduce];
+  ccv_wait_previous();  // may start before the main kernel ends (compat.h): wait for its partials
   const uint32_t W1 = (uint32_t)P.width + 1;
   const uint32_t n = (uint32_t)P.dim * W1;
   const int lanes = blockDim.x / 32, tx = threadIdx.x % 32, lane = threadIdx.x / 32;

@@ -45,6 +45,28 @@ const CU_MEM_LOCATION_TYPE_DEVICE: i32 = 1;
 const CU_STREAM_CAPTURE_STATUS_NONE: i32 = 0;
 const CU_STREAM_NON_BLOCKING: u32 = 1;
 const CU_STREAM_CAPTURE_MODE_RELAXED: i32 = 2;
+const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: u32 = 6;
+/// Programmatic launches from CUDA 12.3 on, the version that captures them into graphs.
+const PROGRAMMATIC_MIN_DRIVER: i32 = 12030;
+
+/// `CUlaunchAttribute`: an id, padding to 8 bytes, a 64-byte value union.
+#[repr(C)]
+pub(super) struct LaunchAttribute {
+    id: u32,
+    pad: u32,
+    value: [u64; 8],
+}
+
+/// `CUlaunchConfig`.
+#[repr(C)]
+pub(super) struct LaunchConfig {
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem_bytes: u32,
+    stream: usize,
+    attrs: *const LaunchAttribute,
+    num_attrs: u32,
+}
 
 fn_table! {
     /// The CUDA driver entry points this library uses.
@@ -76,6 +98,7 @@ fn_table! {
         }
         optional {
             cuCtxGetId: fn(usize, *mut u64) -> CUresult;
+            cuLaunchKernelEx: fn(*const LaunchConfig, usize, *mut *mut c_void, *mut *mut c_void) -> CUresult;
             cuFuncGetParamInfo: fn(usize, usize, *mut usize, *mut usize) -> CUresult;
             cuMemAllocAsync: fn(*mut u64, usize, usize) -> CUresult;
             cuMemFreeAsync: fn(u64, usize) -> CUresult;
@@ -384,6 +407,14 @@ impl Driver for Cuda {
     fn launch(&self, func: usize, l: &Launch, stream: usize) -> Result<()> {
         // The kernel's single by-value parameter: the driver copies its bytes at launch time.
         let mut args: [*mut c_void; 1] = [l.params.as_ptr() as *mut c_void];
+        if let Some(launch_ex) = self.api.cuLaunchKernelEx.filter(|_| l.overlap_previous && self.version >= PROGRAMMATIC_MIN_DRIVER) {
+            // value.programmaticStreamSerializationAllowed = 1 (an int at the union's start)
+            let attr = LaunchAttribute { id: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, pad: 0, value: [1, 0, 0, 0, 0, 0, 0, 0] };
+            let cfg = LaunchConfig { grid: l.grid, block: l.block, shared_mem_bytes: l.shared_mem_bytes, stream, attrs: &attr, num_attrs: 1 };
+            // SAFETY: as cuLaunchKernel below; `cfg` and `attr` outlive the call.
+            let r = unsafe { launch_ex(&cfg, func, args.as_mut_ptr(), std::ptr::null_mut()) };
+            return self.check(r, &format!("cuLaunchKernelEx({})", l.kernel));
+        }
         // SAFETY: live function in the current context; `args` holds one pointer to the parameter
         // block, whose size was checked against the kernel's where the driver can tell.
         let r = unsafe {
@@ -596,5 +627,24 @@ impl Driver for Cuda {
             // SAFETY: an executable graph from capture_end.
             unsafe { f(exec) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// cuda.h's CUlaunchAttribute (72 bytes: id, padding, a 64-byte union) and CUlaunchConfig
+    /// (seven u32, the stream at 32, the attribute list at 40, its count at 48; 56 bytes).
+    #[test]
+    fn launch_config_layout() {
+        use std::mem::{offset_of, size_of};
+        assert_eq!(size_of::<LaunchAttribute>(), 72);
+        assert_eq!(offset_of!(LaunchAttribute, value), 8);
+        assert_eq!(size_of::<LaunchConfig>(), 56);
+        assert_eq!(offset_of!(LaunchConfig, shared_mem_bytes), 24);
+        assert_eq!(offset_of!(LaunchConfig, stream), 32);
+        assert_eq!(offset_of!(LaunchConfig, attrs), 40);
+        assert_eq!(offset_of!(LaunchConfig, num_attrs), 48);
     }
 }

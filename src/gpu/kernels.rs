@@ -585,7 +585,7 @@ fn grid_for(n: i64) -> [u32; 3] {
 }
 
 fn launch(kernel: String, n_blocks: i64, threads: u32, p: &KParams) -> Launch {
-    Launch { kernel, grid: grid_for(n_blocks), block: [threads, 1, 1], shared_mem_bytes: 0, params: p.to_bytes() }
+    Launch { kernel, grid: grid_for(n_blocks), block: [threads, 1, 1], shared_mem_bytes: 0, params: p.to_bytes(), overlap_previous: false }
 }
 
 // ------------------------------------------------------------------ params from plans
@@ -1387,6 +1387,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
     let dt = inp.x.dtype;
     let g = bwd_geometry(p, dev, small)?;
     let n_partials = bwd_partials(p, &g);
+    let mut overlap = false;  // the reduce launch overlaps the main kernel's end
     let direct = bwd_direct(n_partials);
     if n_partials > 0 && !direct && workspace == 0 {
         bail!(CCV1D_ERR_WORKSPACE, "backward needs a workspace of {} bytes", bwd_workspace_bytes_pt(p, dev, small));
@@ -1428,6 +1429,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
             (g.layout.tag(), NT)
         };
         v.push(launch(format!("ccv1d_bwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, threads, &km));
+        overlap = matches!(family, "cl" | "cls" | "clw") && overlap_launches(dev);
     }
     // dweight/dbias are always written (zeros when there is no token): by the main kernel when
     // direct, else by the reduce kernel.
@@ -1442,12 +1444,28 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
         }
         let mut kr = k;
         kr.n_blocks = ceil_div(nred, 32);
-        v.push(launch("ccv1d_bwd_reduce".to_string(), kr.n_blocks, 32 * reduce_lanes(n_partials), &kr));
+        let mut l = launch("ccv1d_bwd_reduce".to_string(), kr.n_blocks, 32 * reduce_lanes(n_partials), &kr);
+        l.overlap_previous = overlap;
+        v.push(l);
     }
     if p.dinitial_states.is_some() && inp.batch > 0 {
         v.extend(states_launch(format!("ccv1d_bwd_states_{}", dt_name(dt)), &k));
     }
     Ok(v)
+}
+
+/// Whether a launch that waits for the kernel before it (`Launch::overlap_previous`) may start
+/// before that kernel ends: NVIDIA sm_90+ (hip/compat.h: `griddepcontrol`). The backward's reduce
+/// launch does after the channel-last kernels (`bwd_cl`, `bwd_cls`, `bwd_clw`, which release it
+/// at their start), so its blocks are resident when the main kernel's last blocks finish instead
+/// of being launched then. H100 (docs/perf.md, session 28; SiLU, µs, plain / overlapped): bf16
+/// 4x256x4096 15.1-15.2 / 14.8, f32 24.1-24.2 / 23.8, 8x2048x1024 bf16 42.6-42.9 / 42.1-42.2,
+/// f32 76.7-76.8 / 76.2, 4x5376x4096 bf16 199.9-200.2 / 199.6, 4x64x512 bf16 6.2 / 5.9, f32 7.1 /
+/// 6.8; 4x4096x512 bf16 24.3-24.4 / 24.7 (kept for one rule). After `bwd_cfw` it lost (bf16
+/// 4x256x4096 14.8-14.9 / 15.7, f32 23.1 / 23.8; cause not found), so the channel-first kernels
+/// neither release nor overlap. `CCV1D_OVERLAP=0` turns it off (tuning and tests).
+fn overlap_launches(dev: &DeviceInfo) -> bool {
+    dev.vendor == Vendor::Nvidia && dev.arch >= 90 && knob(Knob::Overlap) != Some(0)
 }
 
 /// Launches of a decode update (one kernel).
@@ -1651,11 +1669,13 @@ enum Knob {
     ReduceRows,
     /// `CCV1D_CF_TILES`: tiles per block of the channel-first tile and warp-span kernels.
     CfTiles,
+    /// `CCV1D_OVERLAP`: 0 = no programmatic dependent launches (`overlap_launches`).
+    Overlap,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 14] = [const { OnceLock::new() }; 14];
+    static VALUES: [OnceLock<Option<i64>>; 15] = [const { OnceLock::new() }; 15];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -1671,8 +1691,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::Cfw7 => "CCV1D_CFW7",
         Knob::ReduceRows => "CCV1D_REDUCE_ROWS",
         Knob::CfTiles => "CCV1D_CF_TILES",
+        Knob::Overlap => "CCV1D_OVERLAP",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 
@@ -2635,6 +2656,17 @@ mod tests {
         let v = bwd_launches(&p, &h100(), 0).unwrap();
         assert_eq!(v.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["ccv1d_bwd_reduce", "ccv1d_bwd_states_f32"]);
         assert_eq!(params_of(&v[0]).n_partials, 0);
+        // the reduce launch overlaps the main kernel's end (sm_90+ NVIDIA) only when one runs
+        // before it; no other launch does
+        assert!(v.iter().all(|l| !l.overlap_previous));
+        for (dev, want) in [(h100(), true), (mi300(), false), (DeviceInfo { arch: 80, ..h100() }, false)] {
+            let v = bwd_launches(&bwd_plan(inputs(DType::BF16, 4, 256, 4096, 4, cl(4, 256, 4096))), &dev, 0x8000_0000).unwrap();
+            let flags: Vec<_> = v.iter().map(|l| (l.kernel.as_str(), l.overlap_previous)).collect();
+            assert_eq!(flags[1], ("ccv1d_bwd_reduce", want), "{flags:?}");
+            assert!(!flags[0].1);
+        }
+        let v = bwd_launches(&bwd_plan(inputs(DType::BF16, 4, 256, 4096, 4, cf(4, 256, 4096))), &h100(), 0x8000_0000).unwrap();
+        assert_eq!((v[0].kernel.as_str(), v[1].kernel.as_str(), v[1].overlap_previous), ("ccv1d_bwd_cfw_bf16_w4", "ccv1d_bwd_reduce", false));
         // a workspace is required when there are partials
         let p = bwd_plan(inputs(DType::F32, 3, 16, 10, 4, cf(3, 16, 10)));
         assert_eq!(bwd_launches_pt(&p, &h100(), 0, SmallBwd::NONE).unwrap_err().status, CCV1D_ERR_WORKSPACE);

@@ -30,4 +30,9 @@ pub struct Launch {
     pub shared_mem_bytes: u32,
     /// Bytes of the kernel's parameter struct (`hip/kparams.h`), 8-byte aligned content.
     pub params: Vec<u8>,
+    /// Programmatic dependent launch: the kernel may start before the previous kernel in the
+    /// stream has finished, and waits for it in its first instruction (`ccv_wait_previous`,
+    /// hip/compat.h). Set only for kernels that make that wait and only on NVIDIA sm_90+; a
+    /// driver without the launch attribute launches it plainly (the stream orders it then).
+    pub overlap_previous: bool,
 }

@@ -71,7 +71,7 @@ fn params(x: usize, out: usize, ws: usize, n: i64, a: f32, b: f32, k: i32) -> Ve
 }
 
 fn launch(kernel: &str, n: usize, shared: u32, params: Vec<u8>) -> Launch {
-    Launch { kernel: kernel.into(), grid: [n.div_ceil(256) as u32, 1, 1], block: [256, 1, 1], shared_mem_bytes: shared, params }
+    Launch { kernel: kernel.into(), grid: [n.div_ceil(256) as u32, 1, 1], block: [256, 1, 1], shared_mem_bytes: shared, params, overlap_previous: false }
 }
 
 fn malloc(bytes: usize) -> usize {

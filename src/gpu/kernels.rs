@@ -565,15 +565,22 @@ fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, s
     let (spans, per_step) = (spans.max(1), per_step.max(1));
     let mut best = (i64::MAX, 1);
     for rows in 1..=batch.min(MAX_TILES_PER_BLOCK * per_step / spans).max(1) {
-        let blocks = ceil_div(batch, rows).saturating_mul(dim);
-        let steps = ceil_div(rows * spans, per_step);
-        let cost = ceil_div(blocks, slots.max(1)).saturating_mul(steps + 1);
+        let cost = cf_block_cost(batch, dim, 1, rows, spans, per_step, slots);
         // backward: a tie with the whole batch goes to it (one partial row: no reduce launch)
         if cost < best.0 || (whole_batch_on_tie && cost == best.0 && rows == batch) {
             best = (cost, rows);
         }
     }
     best.1
+}
+
+/// `cf_row_group`'s cost of a channel-first grid: wave-quantized blocks (`rows` batch rows of a
+/// channel and one of `n_chunks` chunks each) times a block's steps + 1 (its setup and final
+/// reduction), a row being `spans` units of work and a step `per_step` of them.
+fn cf_block_cost(batch: i64, dim: i64, n_chunks: i64, rows: i64, spans: i64, per_step: i64, slots: i64) -> i64 {
+    let blocks = ceil_div(batch, rows).saturating_mul(dim).saturating_mul(n_chunks);
+    let steps = ceil_div(rows.saturating_mul(spans), per_step.max(1));
+    ceil_div(blocks, slots.max(1)).saturating_mul(steps + 1)
 }
 
 /// A 2-D grid holding `n` blocks (the kernels decode `blockIdx.y * gridDim.x + blockIdx.x` and
@@ -1126,8 +1133,7 @@ fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     let cost = |g: &MainGeom| {
         let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
         let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, true);
-        let blocks = ceil_div(inp.batch, rows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
-        ceil_div(blocks, slots).saturating_mul(ceil_div(rows * spans, per_step) + 1)
+        cf_block_cost(inp.batch, inp.dim, g.n_chunks, rows, spans, per_step, slots)
     };
     let mut best = (cost(&g), g);
     for tiles in g.chunk / tile + 1..=ceil_div(inp.seqlen, tile).min(MAX_TILES_PER_BLOCK) {

@@ -1716,7 +1716,6 @@ fn params_of(l: &Launch) -> KParams {
 
 /// On-GPU checks of every kernel against an f64 reference (needs an NVIDIA GPU; `--ignored`).
 #[cfg(all(test, ccv1d_cuda))]
-#[path = "kernels_gputest.rs"]
 mod gputest;
 
 #[cfg(test)]
@@ -1724,8 +1723,8 @@ mod tests {
     use super::*;
     use std::mem::offset_of;
 
-    const KPARAMS_H: &str = include_str!("../../hip/kparams.h");
-    const INSTANCES_H: &str = include_str!("../../hip/instances.h");
+    const KPARAMS_H: &str = include_str!("../../../hip/kparams.h");
+    const INSTANCES_H: &str = include_str!("../../../hip/instances.h");
 
     fn h100() -> DeviceInfo {
         DeviceInfo { vendor: Vendor::Nvidia, warp_size: 32, multiprocessors: 132, max_threads_per_block: 1024, max_shared_mem_per_block: 49152, arch: 90 }

@@ -1,5 +1,5 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
-// src/gpu/kernels.rs builds them:
+// src/gpu/kernels/ builds them:
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
 //                                      fwd_cl, fwd_clw (simple channel-last rows through per-warp rings
 //                                      of 16-byte copies), fwd_pt (small channel-first problems, a vector per thread),

@@ -1,5 +1,5 @@
 // kparams.h — the ONE by-value argument of every kernel. Mirrored field for field by
-// `KParams` in src/gpu/kernels.rs (a Rust unit test checks size and offsets; the static_asserts
+// `KParams` in src/gpu/kernels/mod.rs (a Rust unit test checks size and offsets; the static_asserts
 // below check the same numbers here). Strides are in elements, int64; unused fields are 0.
 #pragma once
 #include <stdint.h>
@@ -86,7 +86,7 @@ struct ccv_params {
 
 #define CCV_PARAMS_SIZE 592
 static_assert(sizeof(void*) == 8, "64-bit targets only");
-static_assert(sizeof(ccv_params) == CCV_PARAMS_SIZE, "ccv_params size: keep kernels.rs KParams in sync");
+static_assert(sizeof(ccv_params) == CCV_PARAMS_SIZE, "ccv_params size: keep kernels/mod.rs KParams in sync");
 static_assert(__builtin_offsetof(ccv_params, x_s) == 152, "ccv_params layout");
 static_assert(__builtin_offsetof(ccv_params, batch) == 464, "ccv_params layout");
 static_assert(__builtin_offsetof(ccv_params, chunk) == 512, "ccv_params layout");

@@ -1,4 +1,4 @@
-//! The contract between kernel selection (`kernels.rs`: pure, no driver calls) and the driver
+//! The contract between kernel selection (`kernels/`: pure, no driver calls) and the driver
 //! layer (`driver.rs`: dlopen, contexts, modules, launches, memory).
 
 /// Facts about the device the call runs on, queried once per context by the driver layer.

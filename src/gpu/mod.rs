@@ -12,7 +12,7 @@
 //!    the thread as it found it. A stream on another device than the tensors: `WRONG_DEVICE`.
 //! 3. **Module**: loaded once per context (`cache.rs`), with the device's facts (`DeviceInfo`) and
 //!    the functions looked up by name.
-//! 4. **Launches**: from kernel selection (`kernels.rs`), each kernel's single by-value parameter
+//! 4. **Launches**: from kernel selection (`kernels/`), each kernel's single by-value parameter
 //!    struct passed as `void* args[] = { params }`, on the caller's stream. No host sync and no
 //!    synchronous allocation anywhere on this path: it is graph-capture safe.
 //! 5. **Workspace** (bwd): the caller's (`workspace`, at least `ccv1d_bwd_workspace_size` bytes,

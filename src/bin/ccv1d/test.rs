@@ -296,7 +296,7 @@ fn feature_cases(out: &mut Vec<Case>) {
                 states(c);
             });
             // bwd_cf walks several batch rows of a channel per block where that saves waves
-            // (kernels.rs bwd_cf_row_group): on a 132-SM H100 this shape takes groups of 3, 3
+            // (kernels/geometry.rs cf_row_group): on a 132-SM H100 this shape takes groups of 3, 3
             // and 2 rows (3 partial rows); one row skipped.
             if lay == Lay::Cf {
                 conv2(out, "rows/grouped-bwd", dt, lay, (8, 600, 2048, 4), |c, _| {

@@ -1,0 +1,201 @@
+//! Forward launches: kernel choice (`pe`, `pt`, `cfw`, `clw`, `cfs`, tiles) and the small-problem
+//! forwards' grids.
+
+use super::*;
+
+/// Launches of a forward call, in order.
+pub fn fwd_launches(p: &FwdPlan, dev: &DeviceInfo) -> Result<Vec<Launch>> {
+    fwd_launches_pt(p, dev, None, None)
+}
+
+/// `fwd_launches` with `fwd_pt` taking problems of at most `pt_max` vectors and `fwd_pe` of at
+/// most `pe_max` elements (`Some(0)`: never; tests reach the other kernels on small problems this
+/// way; None: the library's limits, `pt_max_vectors` / `pe_max_elems` or their knobs).
+pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_max: Option<i64>) -> Result<Vec<Launch>> {
+    let inp = &p.inp;
+    check_width(inp.width)?;
+    let mut k = conv_params(inp);
+    set_view3(&mut k.out, &mut k.out_s, &p.out);
+    if let Some(f) = &p.final_states {
+        set_view3(&mut k.final_st, &mut k.final_s, f);
+        k.flags |= F_FINAL | F_STATES_ANY;
+    }
+    let mut v = Vec::new();
+    if inp.batch <= 0 || inp.dim <= 0 {
+        return Ok(v);
+    }
+    let dt = inp.x.dtype;
+    if inp.seqlen > 0 {
+        let layout = choose_layout(&inp.x, inp.dim, inp.seqlen);
+        let dims = [inp.batch, inp.dim, inp.seqlen];
+        let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
+        let pe = fwd_pe_launch(p, layout, &k, pe_max.unwrap_or_else(|| knob(Knob::FwdPe).unwrap_or_else(|| pe_max_elems(dt, layout))));
+        let pt = || fwd_pt_launch(p, layout, vec, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(dt))));
+        if let Some(l) = pe.or_else(pt) {
+            v.push(l);
+        } else {
+            let clw = layout == Layout::ChannelLast && vec && fwd_clw(p);
+            let mut g = match layout {
+                Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
+                Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev)?,
+                Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
+            };
+            let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
+            if warp {
+                let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
+                let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
+                g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots, false);
+                g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
+            }
+            let mut km = main_params(&k, &g, vec);
+            let family = if warp {
+                "cfw"
+            } else if clw {
+                "clw"
+            } else if split_short_rows(&mut km, inp, &g) {
+                "cfs"
+            } else {
+                layout.tag()
+            };
+            v.push(launch(format!("ccv1d_fwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
+        }
+    }
+    if p.final_states.is_some() {
+        v.extend(states_launch(format!("ccv1d_fwd_states_{}", dt_name(dt)), &k));
+    }
+    Ok(v)
+}
+
+/// Most vectors (16 bytes of x each) of a forward that `fwd_pt` takes: one thread per output
+/// vector, whose loads (its vector, the one before it, the channel's weights) all go out before
+/// anything waits. Up to here it beat the tiled and warp-span kernels on the H100 (docs/perf.md,
+/// session 19; W = 4 SiLU, µs, `fwd_pt` against the default before): bf16 2^21 vectors
+/// 8x2048x1024 24.60 / 26.12, 16x2048x512 24.86 / 26.09, 4x4096x512 (2^20) 13.58 / 14.41,
+/// 4x256x4096 (2^19) 7.84 / 8.62; f32 2^21 4x4096x512 24.46 / 25.01; f16 2^19 4x256x4096 8.23 /
+/// 8.62. Past it, it lost or tied: bf16 4x5376x4096 123.85 / 121.94, f32 2^22 8x2048x1024
+/// 47.36 / 47.03, f16 2^20 4x4096x512 14.45 / 14.41, f16 2^21 8x2048x1024 26.10 / 26.08.
+/// `CCV1D_FWD_PT` overrides it for every dtype (0: never).
+fn pt_max_vectors(dt: DType) -> i64 {
+    match dt {
+        DType::F16 => 1 << 19,
+        DType::BF16 | DType::F32 => 1 << 21,
+    }
+}
+
+/// The small-problem forward (`ccv1d_fwd_pt_*`, one output vector per thread): channel-first
+/// simple rows (rows mode, no seq_idx) on the vector path, L a multiple of the vector, at most
+/// `pt_max` vectors (`pt_max_vectors` by default). Grid: x = channel groups, y = segments of a
+/// row's vectors, z = batch rows (hip/fwd_pt.hip). Channel-last problems keep `fwd_cl`: a
+/// channel-last version was slower there (docs/perf.md, session 16).
+fn fwd_pt_launch(p: &FwdPlan, layout: Layout, vec: bool, k: &KParams, pt_max: i64) -> Option<Launch> {
+    let inp = &p.inp;
+    let v = 16 / inp.x.dtype.size() as i64;
+    if layout != Layout::ChannelFirst || !vec || k.flags & (F_SEQ_IDX | F_PACKED) != 0 || inp.seqlen % v != 0 {
+        return None;
+    }
+    let inner = inp.seqlen / v;
+    let n = inp.batch.saturating_mul(inp.dim).saturating_mul(inner);
+    if n > pt_max || inp.dim > i32::MAX as i64 || inp.seqlen > i32::MAX as i64 {
+        return None;
+    }
+    // 2^lg vectors of a row per channel, 128 >> lg channels per block
+    let lg = (inner.min(NT as i64) as u64).next_power_of_two().trailing_zeros() as i64;
+    let (gx, gy) = (ceil_div(inp.dim, NT as i64 >> lg), ceil_div(inner, 1 << lg));
+    if gx > MAX_GRID_X || gy > MAX_GRID_Y || inp.batch > MAX_GRID_Y {
+        return None;
+    }
+    let mut kp = *k;
+    kp.rows_log2 = lg as i32;
+    kp.n_blocks = gx * gy * inp.batch;
+    let mut l = launch(format!("ccv1d_fwd_pt_{}_w{}", dt_name(inp.x.dtype), inp.width), kp.n_blocks, NT, &kp);
+    l.grid = [gx as u32, gy as u32, inp.batch as u32];
+    Some(l)
+}
+
+/// Most elements of x (threads) of a forward on `fwd_pe`. Measured on the H100 (docs/perf.md,
+/// session 21; seeds' rows, µs, against the kernels it replaces):
+/// - channel-last, every dtype, against `fwd_cl`: faster up to 2^17 (Tiny 1.7 against 2.2-2.3,
+///   4x64x512 2.4-2.5 against 2.6-2.7), slower past it (4x64x1024 3.7 against 2.8-3.1);
+/// - channel-first f32 / f16, against `fwd_pt`: faster or equal up to 2^15 (Small 2x64x256 2.0 /
+///   2.0 against 2.2 / 2.1), slower at 2^17 (4x64x512 2.6 against 2.5 / 2.4);
+/// - channel-first bf16: `fwd_pt` is as fast or faster everywhere (Tiny 1.8 against 1.9).
+/// `CCV1D_FWD_PE` sets one limit for all (0: never).
+pub(super) fn pe_max_elems(dt: DType, layout: Layout) -> i64 {
+    match (layout, dt) {
+        (Layout::ChannelLast, _) => 1 << 17,
+        (Layout::ChannelFirst, DType::BF16) => 0,
+        (Layout::ChannelFirst, _) => 1 << 15,
+    }
+}
+
+/// The smallest forwards (`ccv1d_fwd_pe_*`, one output element per thread): simple rows (rows
+/// mode, no seq_idx) of either layout, any strides, at most `max` elements. Consecutive threads
+/// take consecutive channels (channel-last) or tokens (channel-first, `F_PE_TOKENS`). Grid: x =
+/// groups of 2^lg along that dimension, y = groups of 128 >> lg along the other, z = batch rows
+/// (hip/fwd_pt.hip).
+fn fwd_pe_launch(p: &FwdPlan, layout: Layout, k: &KParams, max: i64) -> Option<Launch> {
+    let inp = &p.inp;
+    if k.flags & (F_SEQ_IDX | F_PACKED) != 0 {
+        return None;
+    }
+    let n = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen);
+    if n > max || inp.dim > i32::MAX as i64 || inp.seqlen > i32::MAX as i64 {
+        return None;
+    }
+    let tokens = layout == Layout::ChannelFirst;
+    let (fast, slow) = if tokens { (inp.seqlen, inp.dim) } else { (inp.dim, inp.seqlen) };
+    let lg = (fast.min(NT as i64) as u64).next_power_of_two().trailing_zeros() as i64;
+    let (gx, gy) = (ceil_div(fast, 1 << lg), ceil_div(slow, NT as i64 >> lg));
+    if gx > MAX_GRID_X || gy > MAX_GRID_Y || inp.batch > MAX_GRID_Y {
+        return None;
+    }
+    let mut kp = *k;
+    kp.rows_log2 = lg as i32;
+    kp.n_blocks = gx * gy * inp.batch;
+    if tokens {
+        kp.flags |= F_PE_TOKENS;
+    }
+    let mut l = launch(format!("ccv1d_fwd_pe_{}_w{}", dt_name(inp.x.dtype), inp.width), kp.n_blocks, NT, &kp);
+    l.grid = [gx as u32, gy as u32, inp.batch as u32];
+    Some(l)
+}
+
+/// The forward on `ccv1d_fwd_cfw_*`: 16-bit only, at W >= 6 (bf16 4x5376x4096 W=8 130.8 ->
+/// 126.4 us) and on rows of at most half a tile in problems of 2^22 elements and up
+/// (8x2048x1024 28.4 -> 26.3, 4x4096x512 15.8 -> 14.8). Elsewhere the tile kernel was as fast or
+/// faster (f32 4x5376x4096 242.1 against 244.8; bf16 W=4 121.7 against 123.0; 4x256x512 3.2
+/// against 3.5).
+fn fwd_warp_spans(p: &FwdPlan, dev: &DeviceInfo) -> bool {
+    let inp = &p.inp;
+    let short = inp.seqlen * 2 <= tile_tokens(Layout::ChannelFirst, inp.x.dtype);
+    let big = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen) >= 1 << 22;
+    let faster = inp.x.dtype != DType::F32 && (inp.width >= 6 || (short && big));
+    cf_warp_spans(inp, &[&inp.x, &p.out], faster, dev)
+}
+
+/// Resident `fwd_clw` blocks per multiprocessor: its launch bound (`CCV_FWD_CLW_BLOCKS`).
+pub(super) const FWD_CLW_BLOCKS_PER_SM: i64 = 8;
+/// `fwd_clw`'s tokens per block on grids of at least two waves (`fwd_clw_geometry`).
+pub(super) const FWD_CLW_CHUNK: i64 = 256;
+
+/// The channel-last forward on `ccv1d_fwd_clw_*` (per-warp rings of 16-byte copies, two channels
+/// a thread, 8 blocks per SM) instead of `fwd_cl` (four channels a thread, register prefetch or
+/// burst loads): simple rows (no seq_idx, no cu_seqlens), x and out on the vector path (the
+/// caller's `vec`), D a multiple of the 16-byte vector, L below 2^30 (32-bit token indices), and
+/// where it was measured faster: 16-bit x at W >= 5, where `fwd_cl`'s four-channel windows leave
+/// its prefetch walk short of registers (H100, docs/perf.md, session 18; bf16 4x5376x4096 SiLU,
+/// µs, `fwd_cl` against it: W = 5 137.1 / 130.2, W = 6 138.6 / 131.9, W = 7 145.0 / 133.6, W = 8
+/// 151.9 / 135.1). At W = 4 `fwd_cl`'s burst walk stays (124.1 against 128.5), and f32 keeps
+/// `fwd_cl` (W = 4 233.4 against 247.7, W = 8 255.8 / 256.3). `CCV1D_CL_FWD=0` / `1`: never /
+/// wherever it can run.
+fn fwd_clw(p: &FwdPlan) -> bool {
+    let inp = &p.inp;
+    let allowed = inp.seq_idx.is_none()
+        && matches!(inp.seqs, Seqs::Rows)
+        && inp.dim % (16 / inp.x.dtype.size() as i64) == 0
+        && inp.seqlen <= (i32::MAX / 2) as i64;
+    match knob(Knob::ClFwd) {
+        Some(v) => allowed && v == 1,
+        None => allowed && inp.x.dtype != DType::F32 && inp.width >= 5,
+    }
+}

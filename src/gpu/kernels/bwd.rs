@@ -60,8 +60,8 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
     let mut g = main_geometry(layout, inp.x.dtype, inp.batch, inp.dim, inp.seqlen, dev)?;
     let warp = layout == Layout::ChannelFirst && bwd_warp_spans(p, dev);
     if warp {
-        if inp.x.dtype != DType::F32 && knob(Knob::CfTiles).is_none() {
-            g = bwd_cfw_chunks(p, g, dev);
+        if knob(Knob::CfTiles).is_none() {
+            g = if inp.x.dtype != DType::F32 { bwd_cfw_chunks(p, g, dev) } else { bwd_cfw_f32_chunks(p, g) };
         }
         g.brows = bwd_cfw_rows(p, &g, dev).0;
     } else if layout == Layout::ChannelFirst {
@@ -226,8 +226,8 @@ fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
 /// groups); a tie keeps `main_geometry`'s. H100 (docs/perf.md, session 28; SiLU, µs, its chunks /
 /// whole rows): bf16 4x256x4096 15.5 / 14.7-14.9 (1024 blocks, a wave, against 2048), f16 15.5
 /// / 14.8-14.9, 4x512x4096 25.5 / 23.8 (2 rows a block), 2x256x4096 10.3-10.4 / 10.9 (kept: 512
-/// blocks of whole rows are half a wave). f32 keeps `main_geometry`'s: 4x256x4096 23.1 against
-/// 23.4 in 2 tiles and 23.1-23.2 in 4 (whole rows).
+/// blocks of whole rows are half a wave). f32 takes `bwd_cfw_f32_chunks` instead: this search
+/// gained nothing there (4x256x4096 23.1 in `main_geometry`'s one tile, 23.4 in 2, 23.1-23.2 in 4).
 fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     let inp = &p.inp;
     let tile = tile_tokens(Layout::ChannelFirst, inp.x.dtype);
@@ -248,6 +248,25 @@ fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
         }
     }
     best.1
+}
+
+/// `bwd_cfw`'s f32 chunks: 2 tiles (2048 tokens) a block where `main_geometry` gives whole rows
+/// of 4 tiles or more and the batch is at least 4 (then one batch row a block: `cf_row_group`
+/// groups rows only at one chunk a row). An empirical rule: H100 (docs/perf.md, session 29; SiLU,
+/// µs, whole rows / 2 tiles): 4x5376x4096 358.2-361.7 / 358.1-358.2 (no activation 360.5-361.2 /
+/// 354.8-355.3), 4x5376x8192 719.7 / 709.1-709.4, 4x2048x4096 150.7-150.8 / 145.3, 8x2048x4096
+/// 282.8-283.2 / 281.5-281.6, 16x1024x4096 283.4-283.8 / 280.9, 4x4096x4096 280.7-282.1 /
+/// 281.8-282.0. Batch 1-2 keeps whole rows: faster at L = 4096 (1x5376x4096 94.3 / 98.2,
+/// 2x5376x4096 181.3-181.5 / 183.7-183.8), though not at longer rows (2x2048x8192 150.9-151.2 /
+/// 145.9, 3 tiles 140.8; 1x4096x16384 285.2-285.4 / 283.3, 3-4 tiles 279.5).
+fn bwd_cfw_f32_chunks(p: &BwdPlan, g: MainGeom) -> MainGeom {
+    let inp = &p.inp;
+    let tile = tile_tokens(Layout::ChannelFirst, DType::F32);
+    if inp.batch < 4 || g.n_chunks != 1 || ceil_div(inp.seqlen, tile) < 4 {
+        return g;
+    }
+    let n_chunks = ceil_div(inp.seqlen, 2 * tile);
+    MainGeom { chunk: 2 * tile, n_chunks, n_blocks: inp.batch.saturating_mul(inp.dim).saturating_mul(n_chunks), ..g }
 }
 
 /// Resident blocks per multiprocessor of `ccv1d_bwd_cfw7_*` (its launch bound in instances.h).

@@ -692,6 +692,11 @@ fn bwd_cfw_chunk_choice() {
     assert_eq!(geom(DType::BF16, (4, 512, 4096)), (4096, 1024, 2, 2));
     assert_eq!(geom(DType::BF16, (2, 256, 4096)), (2048, 1024, 1, 2));
     assert_eq!(geom(DType::F32, (4, 256, 4096)), (1024, 4096, 1, 2));
+    // f32: 2-tile chunks at batch >= 4 where main_geometry gives whole rows of >= 4 tiles
+    assert_eq!(geom(DType::F32, (4, 5376, 4096)), (2048, 43008, 1, 2));
+    assert_eq!(geom(DType::F32, (4, 5376, 8192)), (2048, 86016, 1, 2));
+    assert_eq!(geom(DType::F32, (2, 5376, 4096)), (4096, 5376, 2, 1));
+    assert_eq!(geom(DType::F32, (8, 5376, 2048)).0, 2048);
     assert_eq!(geom(DType::BF16, (4, 5376, 4096)), (4096, 5376, 4, 1));
     assert_eq!(geom(DType::BF16, (8, 2048, 1024)), (2048, 2048, 8, 1));
 }
@@ -712,7 +717,9 @@ fn bwd_cfw7_choice() {
     let dev = h100();
     assert_eq!(fam(DType::BF16, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_bf16_w4".into(), 5376, 4));
     assert_eq!(fam(DType::F16, (1, 5376, 4096), 2, &dev), ("ccv1d_bwd_cfw7_f16_w2".into(), 5376, 1));
-    assert_eq!(fam(DType::F32, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_f32_w4".into(), 5376, 4));
+    assert_eq!(fam(DType::F32, (2, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_f32_w4".into(), 5376, 2));
+    // f32 4x5376x4096 in 2-tile chunks (bwd_cfw_f32_chunks): 43008 one-row blocks, fuller at 8
+    assert_eq!(fam(DType::F32, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw_f32_w4".into(), 43008, 1));
     assert_eq!(fam(DType::BF16, (1, 1100, 8192), 3, &dev).0, "ccv1d_bwd_cfw7_bf16_w3");
     for (dt, shape, w) in [(DType::BF16, (8, 2048, 1024), 4), (DType::F32, (4, 256, 4096), 4), (DType::BF16, (4, 5376, 4096), 5), (DType::BF16, (1, 1000, 8192), 4)] {
         assert!(fam(dt, shape, w, &dev).0.starts_with("ccv1d_bwd_cfw_"), "{shape:?} {dt:?} W {w}");
@@ -909,8 +916,8 @@ fn bwd_launches_and_workspace() {
     // bwd_cfw row groups (H100, 132 SMs, 8 blocks per SM at W=4; 4 warps, a warp span 512
     // bf16 / 256 f32 tokens): 4x5376x4096 bf16 W=4, 8 spans per row (2 steps): (waves,
     // steps + 1) = (21, 3), (11, 5), (6, 9) for 1, 2, 4 rows → 4, every row of a channel in
-    // one block (direct); f32, 16 spans: (21, 5), (11, 9), (6, 17) → 2 at 8 blocks, but its
-    // last wave is fuller on bwd_cfw7 (7 blocks: (24, 5), (12, 9), (6, 17) → 4); 8x600x2048 (ccv1d
+    // one block (direct); f32 takes 2-tile chunks there (bwd_cfw_f32_chunks: one row a block),
+    // and at batch 2 whole rows, 16 spans: (11, 5), (6, 9) for 1, 2 rows → 2; 8x600x2048 (ccv1d
     // test rows/grouped-bwd): 3 (groups of 3, 3, 2 rows); 8x2048x1024 bf16, 2 spans per row:
     // (16, 2), (8, 2), (4, 3), (2, 5) → 8; 4x4096x512: one span per row → 4. Long rows
     // (several chunks) stay at one row; so do those of bwd_cf (W = 8). bwd_cfs (rows shorter
@@ -919,7 +926,8 @@ fn bwd_launches_and_workspace() {
     // span per row, 1 or 2 rows tie at (1, 2) → 2 (no reduce launch); bf16 bwd_cfs → 2
     for (dt, b, d, l, w, rows) in [
         (DType::BF16, 4, 5376, 4096, 4, 4),
-        (DType::F32, 4, 5376, 4096, 4, 4),
+        (DType::F32, 4, 5376, 4096, 4, 1),
+        (DType::F32, 2, 5376, 4096, 4, 2),
         (DType::BF16, 4, 256, 4096, 4, 1),
         (DType::BF16, 8, 600, 2048, 4, 3),
         (DType::F32, 8, 600, 2048, 4, 3),

@@ -309,6 +309,15 @@ fn feature_cases(out: &mut Vec<Case>) {
                     states(c);
                 });
             }
+            // f32 bwd_cfw at batch >= 4 on rows of >= 4 tiles takes 2-tile chunks, one row a block
+            // (kernels/bwd.rs bwd_cfw_f32_chunks): 2 chunks a row, 8 partial rows, a reduce launch
+            if lay == Lay::Cf && dt == DType::F32 {
+                conv2(out, "rows/f32-2tile-chunks", dt, lay, (4, 600, 4096, 4), |c, _| {
+                    c.silu = true;
+                    c.bias = Some(c.xdt);
+                    c.dbias = Some(DType::F32);
+                });
+            }
             // Packed: lengths 3, 0, 37, 1, 159; a pool of 8 slots, one sequence skipped.
             let cu = vec![0, 3, 3, 40, 41, 200];
             let cu2 = cu.clone();

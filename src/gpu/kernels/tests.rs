@@ -697,6 +697,8 @@ fn bwd_cfw_chunk_choice() {
     assert_eq!(geom(DType::F32, (4, 5376, 8192)), (2048, 86016, 1, 2));
     assert_eq!(geom(DType::F32, (2, 5376, 4096)), (4096, 5376, 2, 1));
     assert_eq!(geom(DType::F32, (8, 5376, 2048)).0, 2048);
+    let w5 = bwd_plan(inputs(DType::F32, 4, 5376, 4096, 5, cf(4, 5376, 4096)));
+    assert_eq!(params_of(&bwd_launches(&w5, &h100(), 0x8000_0000).unwrap()[0]).chunk, 4096, "W = 5 keeps whole rows");
     assert_eq!(geom(DType::BF16, (4, 5376, 4096)), (4096, 5376, 4, 1));
     assert_eq!(geom(DType::BF16, (8, 2048, 1024)), (2048, 2048, 8, 1));
 }

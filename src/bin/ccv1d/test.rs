@@ -309,7 +309,7 @@ fn feature_cases(out: &mut Vec<Case>) {
                     states(c);
                 });
             }
-            // f32 bwd_cfw at batch >= 4 on rows of >= 4 tiles takes 2-tile chunks, one row a block
+            // f32 bwd_cfw at batch >= 4, W <= 4, rows of >= 4 tiles takes 2-tile chunks, one row a block
             // (kernels/bwd.rs bwd_cfw_f32_chunks): 2 chunks a row, 8 partial rows, a reduce launch
             if lay == Lay::Cf && dt == DType::F32 {
                 conv2(out, "rows/f32-2tile-chunks", dt, lay, (4, 600, 4096, 4), |c, _| {

@@ -252,15 +252,16 @@ fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
 
 /// `bwd_cfw`'s f32 chunks: 2 tiles (2048 tokens) a block at W <= 4 where `main_geometry` gives
 /// whole rows of 4 tiles or more and the batch is at least 4 (then one batch row a block:
-/// `cf_row_group` groups rows only at one chunk a row). An empirical rule: H100 (docs/perf.md,
-/// session 29; SiLU, µs, whole rows / 2 tiles): 4x5376x4096 358.2-361.7 / 358.1-358.2 (W = 2 / 3
-/// 364.7 / 361.3 against 354.1 / 355.6; W = 5 / 6 / 7 / 8 lost: 360.1 / 360.1 / 363.9 / 364.0
-/// against 373.4 / 387.7 / 401.2 / 411.6), no activation 360.5-361.2 /
-/// 354.8-355.3), 4x5376x8192 719.7 / 709.1-709.4, 4x2048x4096 150.7-150.8 / 145.3, 8x2048x4096
-/// 282.8-283.2 / 281.5-281.6, 16x1024x4096 283.4-283.8 / 280.9, 4x4096x4096 280.7-282.1 /
-/// 281.8-282.0. Batch 1-2 keeps whole rows: faster at L = 4096 (1x5376x4096 94.3 / 98.2,
-/// 2x5376x4096 181.3-181.5 / 183.7-183.8), though not at longer rows (2x2048x8192 150.9-151.2 /
-/// 145.9, 3 tiles 140.8; 1x4096x16384 285.2-285.4 / 283.3, 3-4 tiles 279.5).
+/// `cf_row_group` groups rows only at one chunk a row). An empirical rule, H100 (docs/perf.md,
+/// session 29; SiLU, µs, whole rows / 2 tiles): 4x5376x4096 358.2-361.7 / 358.1-358.2, without
+/// activation 360.5-361.2 / 354.8-355.3; 4x5376x8192 719.7 / 709.1-709.4; 4x2048x4096 150.7-150.8
+/// / 145.3; 8x2048x4096 282.8-283.2 / 281.5-281.6; 16x1024x4096 283.4-283.8 / 280.9; 4x4096x4096
+/// 280.7-282.1 / 281.8-282.0. Not taken:
+/// - W >= 5, where 2 tiles lost (4x5376x4096 W = 5 / 6 / 7 / 8: 373.3 / 387.7 / 401.1 / 411.5
+///   against 359.0 / 360.2 / 363.8 / 364.0 in whole rows);
+/// - batch 1-2: whole rows were faster at L = 4096 (1x5376x4096 94.3 / 98.2, 2x5376x4096
+///   181.3-181.5 / 183.7-183.8), though not at longer rows (2x2048x8192 150.9-151.2 / 145.9, 3
+///   tiles 140.8; 1x4096x16384 285.2-285.4 / 283.3, 3-4 tiles 279.5).
 fn bwd_cfw_f32_chunks(p: &BwdPlan, g: MainGeom) -> MainGeom {
     let inp = &p.inp;
     let tile = tile_tokens(Layout::ChannelFirst, DType::F32);

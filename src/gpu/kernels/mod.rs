@@ -361,27 +361,34 @@ fn set_view3(dst_ptr: &mut u64, dst_s: &mut [i64; 3], v: &View) {
     *dst_s = v.stride;
 }
 
-fn conv_params(inp: &ConvInputs) -> KParams {
-    let mut k = KParams::default();
-    set_view3(&mut k.x, &mut k.x_s, &inp.x);
-    k.weight = inp.weight.addr as u64;
-    k.w_s = [inp.weight.stride[0], inp.weight.stride[1]];
-    k.w_dtype = inp.weight.dtype.code();
+/// The weight, bias and activation fields every kernel reads (f32 defaults for the dtypes a
+/// call does not set); the flags they imply (F_BIAS, F_SILU).
+fn weight_params(k: &mut KParams, weight: &View, bias: Option<&View>, act: Act) -> i32 {
+    k.weight = weight.addr as u64;
+    k.w_s = [weight.stride[0], weight.stride[1]];
+    k.w_dtype = weight.dtype.code();
     k.b_dtype = DT_F32;
     k.dw_dtype = DT_F32;
     k.db_dtype = DT_F32;
     k.hi_bytes = 4;
-    k.brows = 1;
     let mut f = 0;
-    if let Some(b) = &inp.bias {
+    if let Some(b) = bias {
         k.bias = b.addr as u64;
         k.bias_s = b.stride[0];
         k.b_dtype = b.dtype.code();
         f |= F_BIAS;
     }
-    if inp.act == Act::Silu {
+    if act == Act::Silu {
         f |= F_SILU;
     }
+    f
+}
+
+fn conv_params(inp: &ConvInputs) -> KParams {
+    let mut k = KParams::default();
+    set_view3(&mut k.x, &mut k.x_s, &inp.x);
+    let mut f = weight_params(&mut k, &inp.weight, inp.bias.as_ref(), inp.act);
+    k.brows = 1;
     if let Some(s) = &inp.seq_idx {
         k.seq_idx = s.addr as u64;
         k.seq_s = s.stride;

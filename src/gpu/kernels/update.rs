@@ -16,23 +16,7 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     set_view3(&mut k.x, &mut k.x_s, &p.x);
     set_view3(&mut k.out, &mut k.out_s, &p.out);
     set_view3(&mut k.conv_state, &mut k.cs_s, &p.conv_state);
-    k.weight = p.weight.addr as u64;
-    k.w_s = [p.weight.stride[0], p.weight.stride[1]];
-    k.w_dtype = p.weight.dtype.code();
-    k.b_dtype = DT_F32;
-    k.dw_dtype = DT_F32;
-    k.db_dtype = DT_F32;
-    k.hi_bytes = 4;
-    let mut f = F_STATES_ANY;
-    if let Some(b) = &p.bias {
-        k.bias = b.addr as u64;
-        k.bias_s = b.stride[0];
-        k.b_dtype = b.dtype.code();
-        f |= F_BIAS;
-    }
-    if p.act == Act::Silu {
-        f |= F_SILU;
-    }
+    let mut f = F_STATES_ANY | weight_params(&mut k, &p.weight, p.bias.as_ref(), p.act);
     if let Some(c) = &p.cache_seqlens {
         k.cache_seqlens = c.addr as u64;
         k.csl_s = c.stride[0];

@@ -250,26 +250,45 @@ fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     best.1
 }
 
-/// `bwd_cfw`'s f32 chunks: 2 tiles (2048 tokens) a block at W <= 4 where `main_geometry` gives
-/// whole rows of 4 tiles or more and the batch is at least 4 (then one batch row a block:
-/// `cf_row_group` groups rows only at one chunk a row). An empirical rule, H100 (docs/perf.md,
-/// session 29; SiLU, µs, whole rows / 2 tiles): 4x5376x4096 358.2-361.7 / 358.1-358.2, without
-/// activation 360.5-361.2 / 354.8-355.3; 4x5376x8192 719.7 / 709.1-709.4; 4x2048x4096 150.7-150.8
-/// / 145.3; 8x2048x4096 282.8-283.2 / 281.5-281.6; 16x1024x4096 283.4-283.8 / 280.9; 4x4096x4096
-/// 280.7-282.1 / 281.8-282.0. Not taken:
+/// `bwd_cfw`'s f32 chunks at W <= 4, an empirical rule (H100, docs/perf.md, sessions 29 and 30;
+/// SiLU, µs, `main_geometry`'s chunks / the rule's):
+/// - batch >= 4 where `main_geometry` gives whole rows of 4 tiles or more: 2 tiles (2048 tokens)
+///   a block, one batch row a block (`cf_row_group` groups rows only at one chunk a row).
+///   4x5376x4096 358.2-361.7 / 358.1-358.2, without activation 360.5-361.2 / 354.8-355.3;
+///   4x5376x8192 719.7 / 709.1-709.4; 4x2048x4096 150.7-150.8 / 145.3; 8x2048x4096 282.8-283.2 /
+///   281.5-281.6; 16x1024x4096 283.4-283.8 / 280.9; 4x4096x4096 280.7-282.1 / 281.8-282.0.
+/// - batch 1-2 with rows of 8 tiles or more, at most 2048 rows (batch x dim) or batch 2 with at
+///   most 8192, where `main_geometry` gives chunks longer than 3 tiles: 3 tiles a block.
+///   1x2048x8192 78.2-78.3 / 74.7, 1x1024x16384 78.1-78.2 / 75.8, 1x2048x16384 153.1-153.2 /
+///   142.1, 1x1024x32768 152.8-153.0 / 142.2, 2x1024x16384 153.2 / 142.3, 2x2048x8192
+///   150.9-151.2 / 140.8-140.9, 2x2048x16384 287.9-288.1 / 279.4, 2x2048x12288 213.6-213.9 /
+///   211.2-211.3, 2x3072x8192 214.1-214.7 / 210.1-210.2, 2x4096x8192 282.1-283.7 / 277.3,
+///   2x1536x8192 109.6 / 109.4.
+/// Not taken:
 /// - W >= 5, where 2 tiles lost (4x5376x4096 W = 5 / 6 / 7 / 8: 373.3 / 387.7 / 401.1 / 411.5
 ///   against 359.0 / 360.2 / 363.8 / 364.0 in whole rows);
-/// - batch 1-2: whole rows were faster at L = 4096 (1x5376x4096 94.3 / 98.2, 2x5376x4096
-///   181.3-181.5 / 183.7-183.8), though not at longer rows (2x2048x8192 150.9-151.2 / 145.9, 3
-///   tiles 140.8; 1x4096x16384 285.2-285.4 / 283.3, 3-4 tiles 279.5).
+/// - batch 1 past 2048 rows, where 3 tiles won or lost by grid (1x3072x8192 107.6-107.7 /
+///   109.4-109.5, 1x4096x8192 141.3-141.5 / 140.8-140.9, 1x5376x8192 182.8 / 184.9-185.0,
+///   1x6144x8192 209.2 / 209.8-210.3, 1x8192x8192 275.7 / 277.3-277.4, 1x4096x16384 285.7-285.9
+///   / 279.6-279.7), batch 2 past 8192 rows (2x5376x8192 361.7-362.1 / 361.4-361.6), and rows of
+///   4 tiles at batch 1-2 (1x5376x4096 94.3 / 99.0-99.1 in 3 tiles, 98.1-98.3 in 2; 2x5376x4096
+///   181.3-181.5 / 184.4-184.6, 183.7-184.0).
 fn bwd_cfw_f32_chunks(p: &BwdPlan, g: MainGeom) -> MainGeom {
     let inp = &p.inp;
     let tile = tile_tokens(Layout::ChannelFirst, DType::F32);
-    if inp.width > 4 || inp.batch < 4 || g.n_chunks != 1 || ceil_div(inp.seqlen, tile) < 4 {
+    let tiles = ceil_div(inp.seqlen, tile);
+    let rows = inp.batch.saturating_mul(inp.dim);
+    let per_block = if inp.width > 4 {
         return g;
-    }
-    let n_chunks = ceil_div(inp.seqlen, 2 * tile);
-    MainGeom { chunk: 2 * tile, n_chunks, n_blocks: inp.batch.saturating_mul(inp.dim).saturating_mul(n_chunks), ..g }
+    } else if inp.batch >= 4 && g.n_chunks == 1 && tiles >= 4 {
+        2
+    } else if inp.batch <= 2 && tiles >= 8 && (rows <= 2048 || (inp.batch == 2 && rows <= 8192)) && g.chunk > 3 * tile {
+        3
+    } else {
+        return g;
+    };
+    let n_chunks = ceil_div(inp.seqlen, per_block * tile);
+    MainGeom { chunk: per_block * tile, n_chunks, n_blocks: inp.batch.saturating_mul(inp.dim).saturating_mul(n_chunks), ..g }
 }
 
 /// Resident blocks per multiprocessor of `ccv1d_bwd_cfw7_*` (its launch bound in instances.h).

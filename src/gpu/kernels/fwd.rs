@@ -36,7 +36,10 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
         } else {
             let clw = layout == Layout::ChannelLast && vec && fwd_clw(p);
             let mut g = match layout {
-                Layout::ChannelFirst => main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?,
+                Layout::ChannelFirst => {
+                    let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
+                    fwd_equal_chunks(g, dt, inp.batch, inp.dim, inp.seqlen)
+                }
                 Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev)?,
                 Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
             };

@@ -53,6 +53,23 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks, brows: 1 })
 }
 
+/// A channel-first forward's chunks of equal length: `main_geometry`'s count of chunks a row, each
+/// of ceil(tiles / count) tiles, where its tiles a block leave a short last chunk (16 tiles in
+/// 15 + 1, 8 in 7 + 1): as many blocks, the longest of them shorter. H100 (docs/perf.md,
+/// session 30; SiLU, µs, `main_geometry`'s chunks / equal ones): f32 1x2048x16384 99.2-99.4 /
+/// 96.3-96.4, 2x1024x16384 99.2-99.3 / 96.4; bf16 1x2048x16384 51.3 / 49.7-49.9. The backward
+/// keeps `main_geometry`'s chunks: its own rules start from them (bf16 1x2048x16384 in 4-tile
+/// chunks 78.2 against 75.2). `CCV1D_CF_TILES` is taken as given.
+pub fn fwd_equal_chunks(g: MainGeom, dt: DType, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
+    let tile = tile_tokens(Layout::ChannelFirst, dt);
+    if g.layout != Layout::ChannelFirst || knob(Knob::CfTiles).is_some() {
+        return g;
+    }
+    let chunk = ceil_div(ceil_div(seqlen.max(1), tile), g.n_chunks.max(1)) * tile;
+    let n_chunks = ceil_div(seqlen.max(1), chunk);
+    MainGeom { chunk, n_chunks, n_blocks: batch.saturating_mul(dim).saturating_mul(n_chunks), ..g }
+}
+
 /// Channel-last streaming kernels (`ccv1d_fwd_cl_*`: each thread walks chunk / 8 consecutive
 /// tokens of 4 channels, reading K tokens before them again; the backward's `ccv1d_bwd_cls_*`).
 /// Chunks of whole CL_TT tiles, balanced along the row; slots = `fit.blocks_per_sm` resident

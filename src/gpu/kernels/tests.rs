@@ -308,6 +308,14 @@ fn fwd_channel_first_geometry() {
         assert_eq!(v[0].kernel, format!("ccv1d_fwd_cfw_{}_w{w}", dt.name()));
         assert_eq!((k.brows as i64, k.n_chunks, k.n_blocks), (brows, 1, blocks), "{dt:?} {b}x{d}x{l}");
     }
+    // chunks of equal length (fwd_equal_chunks): main_geometry's 16 f32 tiles in 15 + 1 become
+    // 8 + 8, bf16's 8 in 7 + 1 become 4 + 4, f32's 32 in 15 + 15 + 2 become 11 + 11 + 10; whole
+    // rows stay whole
+    for (dt, b, d, l, chunk, n) in [(DType::F32, 1, 2048, 16384, 8192, 2), (DType::BF16, 1, 2048, 16384, 8192, 2), (DType::F32, 1, 1024, 32768, 11264, 3), (DType::F32, 4, 5376, 4096, 4096, 1)] {
+        let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+        let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
+        assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l}");
+    }
     // short rows: several (batch, channel) rows per block, at least 16 threads per row
     for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 256, 3, 2048), (DType::F32, 4, 4096, 512, 1, 8192), (DType::BF16, 4, 256, 512, 2, 256), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {
         let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
@@ -697,6 +705,13 @@ fn bwd_cfw_chunk_choice() {
     assert_eq!(geom(DType::F32, (4, 5376, 8192)), (2048, 86016, 1, 2));
     assert_eq!(geom(DType::F32, (2, 5376, 4096)), (4096, 5376, 2, 1));
     assert_eq!(geom(DType::F32, (8, 5376, 2048)).0, 2048);
+    // f32 batch 1-2, rows of >= 8 tiles: 3-tile chunks up to 2048 rows, at batch 2 up to 8192
+    assert_eq!(geom(DType::F32, (1, 2048, 8192)), (3072, 2048 * 3, 1, 2));
+    assert_eq!(geom(DType::F32, (1, 1024, 32768)), (3072, 1024 * 11, 1, 2));
+    assert_eq!(geom(DType::F32, (2, 4096, 8192)), (3072, 8192 * 3, 1, 2));
+    assert_eq!(geom(DType::F32, (1, 5376, 8192)).0, 8192);
+    assert_eq!(geom(DType::F32, (2, 5376, 8192)).0, 8192);
+    assert_ne!(geom(DType::F32, (1, 1024, 4096)).0, 3072, "rows of 4 tiles: main_geometry's");
     let w5 = bwd_plan(inputs(DType::F32, 4, 5376, 4096, 5, cf(4, 5376, 4096)));
     assert_eq!(params_of(&bwd_launches(&w5, &h100(), 0x8000_0000).unwrap()[0]).chunk, 4096, "W = 5 keeps whole rows");
     assert_eq!(geom(DType::BF16, (4, 5376, 4096)), (4096, 5376, 4, 1));

@@ -318,6 +318,17 @@ fn feature_cases(out: &mut Vec<Case>) {
                     c.dbias = Some(DType::F32);
                 });
             }
+            // f32 at batch 1-2, rows of >= 8 tiles, at most 2048 rows: on a 132-SM H100 the
+            // forward cuts this shape's rows into equal chunks (4 + 4 tiles, not 5 + 3:
+            // kernels/geometry.rs fwd_equal_chunks) and bwd_cfw into 3-tile chunks (3 + 3 + 2,
+            // bwd_cfw_f32_chunks), 3 partial rows a channel
+            if lay == Lay::Cf && dt == DType::F32 {
+                conv2(out, "rows/f32-3tile-chunks", dt, lay, (1, 1400, 8192, 4), |c, _| {
+                    c.silu = true;
+                    c.bias = Some(c.xdt);
+                    c.dbias = Some(DType::F32);
+                });
+            }
             // Packed: lengths 3, 0, 37, 1, 159; a pool of 8 slots, one sequence skipped.
             let cu = vec![0, 3, 3, 40, 41, 200];
             let cu2 = cu.clone();

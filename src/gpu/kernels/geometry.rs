@@ -56,10 +56,11 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
 /// A channel-first forward's chunks of equal length: `main_geometry`'s count of chunks a row, each
 /// of ceil(tiles / count) tiles, where its tiles a block leave a short last chunk (16 tiles in
 /// 15 + 1, 8 in 7 + 1): as many blocks, the longest of them shorter. H100 (docs/perf.md,
-/// session 30; SiLU, µs, `main_geometry`'s chunks / equal ones): f32 1x2048x16384 99.2-99.4 /
-/// 96.3-96.4, 2x1024x16384 99.2-99.3 / 96.4; bf16 1x2048x16384 51.3 / 49.7-49.9. The backward
-/// keeps `main_geometry`'s chunks: its own rules start from them (bf16 1x2048x16384 in 4-tile
-/// chunks 78.2 against 75.2). `CCV1D_CF_TILES` is taken as given.
+/// session 30; SiLU, µs, `main_geometry`'s chunks / equal ones): f32 1x2048x16384 99.2-99.3 /
+/// 97.2-97.3, 2x1024x16384 99.2-99.6 / 97.0-97.1, 1x1024x32768 98.8-99.0 / 97.7-97.8,
+/// 1x1536x8192 38.4 / 37.8-37.9; bf16 1x2048x16384 51.2 / 49.8, 1x1536x16384 39.2 / 38.4. The
+/// backward keeps `main_geometry`'s chunks: its own rules start from them (bf16 1x2048x16384
+/// in 4-tile chunks 78.2 against 75.2). `CCV1D_CF_TILES` is taken as given.
 pub fn fwd_equal_chunks(g: MainGeom, dt: DType, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
     let tile = tile_tokens(Layout::ChannelFirst, dt);
     if g.layout != Layout::ChannelFirst || knob(Knob::CfTiles).is_some() {

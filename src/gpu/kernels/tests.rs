@@ -311,7 +311,7 @@ fn fwd_channel_first_geometry() {
     // chunks of equal length (fwd_equal_chunks): main_geometry's 16 f32 tiles in 15 + 1 become
     // 8 + 8, bf16's 8 in 7 + 1 become 4 + 4, f32's 32 in 15 + 15 + 2 become 11 + 11 + 10; whole
     // rows stay whole
-    for (dt, b, d, l, chunk, n) in [(DType::F32, 1, 2048, 16384, 8192, 2), (DType::BF16, 1, 2048, 16384, 8192, 2), (DType::F32, 1, 1024, 32768, 11264, 3), (DType::F32, 4, 5376, 4096, 4096, 1)] {
+    for (dt, b, d, l, chunk, n) in [(DType::F32, 1, 2048, 16384, 8192, 2), (DType::BF16, 1, 2048, 16384, 8192, 2), (DType::F32, 1, 1024, 32768, 11264, 3), (DType::F32, 1, 1400, 8192, 4096, 2), (DType::F32, 4, 5376, 4096, 4096, 1)] {
         let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
         let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l}");
@@ -707,6 +707,7 @@ fn bwd_cfw_chunk_choice() {
     assert_eq!(geom(DType::F32, (8, 5376, 2048)).0, 2048);
     // f32 batch 1-2, rows of >= 8 tiles: 3-tile chunks up to 2048 rows, at batch 2 up to 8192
     assert_eq!(geom(DType::F32, (1, 2048, 8192)), (3072, 2048 * 3, 1, 2));
+    assert_eq!(geom(DType::F32, (1, 1400, 8192)), (3072, 1400 * 3, 1, 2), "ccv1d test rows/f32-3tile-chunks");
     assert_eq!(geom(DType::F32, (1, 1024, 32768)), (3072, 1024 * 11, 1, 2));
     assert_eq!(geom(DType::F32, (2, 4096, 8192)), (3072, 8192 * 3, 1, 2));
     assert_eq!(geom(DType::F32, (1, 5376, 8192)).0, 8192);

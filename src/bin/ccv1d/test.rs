@@ -309,25 +309,20 @@ fn feature_cases(out: &mut Vec<Case>) {
                     states(c);
                 });
             }
-            // f32 bwd_cfw at batch >= 4, W <= 4, rows of >= 4 tiles takes 2-tile chunks, one row a block
-            // (kernels/bwd.rs bwd_cfw_f32_chunks): 2 chunks a row, 8 partial rows, a reduce launch
+            // f32 bwd_cfw's chunk rules (kernels/bwd.rs bwd_cfw_f32_chunks) on a 132-SM H100:
+            // - batch >= 4, W <= 4, rows of >= 4 tiles: 2-tile chunks, one row a block (2 chunks a
+            //   row, 8 partial rows, a reduce launch);
+            // - batch 1-2, rows of >= 8 tiles, at most 2048 rows: 3-tile chunks (3 + 3 + 2, 3
+            //   partial rows a channel); the forward cuts these rows into equal chunks (4 + 4
+            //   tiles, not 5 + 3: kernels/geometry.rs fwd_equal_chunks)
             if lay == Lay::Cf && dt == DType::F32 {
-                conv2(out, "rows/f32-2tile-chunks", dt, lay, (4, 600, 4096, 4), |c, _| {
-                    c.silu = true;
-                    c.bias = Some(c.xdt);
-                    c.dbias = Some(DType::F32);
-                });
-            }
-            // f32 at batch 1-2, rows of >= 8 tiles, at most 2048 rows: on a 132-SM H100 the
-            // forward cuts this shape's rows into equal chunks (4 + 4 tiles, not 5 + 3:
-            // kernels/geometry.rs fwd_equal_chunks) and bwd_cfw into 3-tile chunks (3 + 3 + 2,
-            // bwd_cfw_f32_chunks), 3 partial rows a channel
-            if lay == Lay::Cf && dt == DType::F32 {
-                conv2(out, "rows/f32-3tile-chunks", dt, lay, (1, 1400, 8192, 4), |c, _| {
-                    c.silu = true;
-                    c.bias = Some(c.xdt);
-                    c.dbias = Some(DType::F32);
-                });
+                for (name, shape) in [("rows/f32-2tile-chunks", (4, 600, 4096, 4)), ("rows/f32-3tile-chunks", (1, 1400, 8192, 4))] {
+                    conv2(out, name, dt, lay, shape, |c, _| {
+                        c.silu = true;
+                        c.bias = Some(c.xdt);
+                        c.dbias = Some(DType::F32);
+                    });
+                }
             }
             // Packed: lengths 3, 0, 37, 1, 159; a pool of 8 slots, one sequence skipped.
             let cu = vec![0, 3, 3, 40, 41, 200];

@@ -278,9 +278,10 @@ fn bwd_cfw_f32_chunks(p: &BwdPlan, g: MainGeom) -> MainGeom {
     let tile = tile_tokens(Layout::ChannelFirst, DType::F32);
     let tiles = ceil_div(inp.seqlen, tile);
     let rows = inp.batch.saturating_mul(inp.dim);
-    let per_block = if inp.width > 4 {
+    if inp.width > 4 {
         return g;
-    } else if inp.batch >= 4 && g.n_chunks == 1 && tiles >= 4 {
+    }
+    let per_block = if inp.batch >= 4 && g.n_chunks == 1 && tiles >= 4 {
         2
     } else if inp.batch <= 2 && tiles >= 8 && (rows <= 2048 || (inp.batch == 2 && rows <= 8192)) && g.chunk > 3 * tile {
         3

@@ -453,7 +453,7 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 // One weight load and one dweight/dbias partial per block, stored as in bwd_cf. With SiLU a
 // 16-bit block at the widths of bwd_cfw_body's FAST_MINW runs with silu_grad_fast (FAST), and
 // again without it when a thread's sum of g is NaN.
-template <typename T, int W, bool FAST>
+template <typename T, int W, bool FAST, bool STATES>
 CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   constexpr int V = Tr<T>::V, NT = CCV_NT_bwd_cfw, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;
   constexpr int SPAN = IT * WS * V;
@@ -483,7 +483,7 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   auto walk = [&](auto ragged) {
     auto span = [&](int gi, int s) {
       const int64_t b = bg * G + gi, lo = cbeg + (int64_t)s * SPAN;
-      const RowCtx rc = row_ctx(P, b);
+      const RowCtx rc = STATES ? row_ctx(P, b) : stateless_row_ctx(P, b);
       const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], yrow = b * P.dout_s[0] + d * P.dout_s[1];
       const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1];
       bwd_cf_warp_span<T, W, IT, decltype(ragged)::value, FAST>(P, rc, d, xrow, yrow, drow, min(lo, L - SPAN), lo, lane,
@@ -516,27 +516,32 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
 // 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2 us, W = 4 188.0 -> 188.8, W = 8 219.5 ->
 // 221.4); bwd_cfw7 at W = 4 (186.1 -> 185.7, f16 185.4 -> 185.1). f32 (memory-bound rows)
 // spilled with it.
-template <typename T, int W, int FAST_MINW = CCV_CFW_FAST_MINW>
+// STATES: rows with state tensors or state_indices (row_ctx a span); the bwd_cfw / bwd_cfw7
+// instances take rows without (stateless_row_ctx: a constant row context; kernels/bwd.rs picks by
+// the flags), bwd_cfwx / bwd_cfw7x the others. One kernel with both walks spilled where neither
+// alone did (bf16 W = 4 at 7 blocks: 8 bytes; docs/perf.md, session 30).
+template <typename T, int W, int FAST_MINW = CCV_CFW_FAST_MINW, bool STATES = false>
 CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   __shared__ float red[CCV_NT_bwd_cfw / CCV_WARP * (W + 1)];
   if (block_linear() >= (uint64_t)P.n_blocks) return;
   if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < FAST_MINW || W > 7) {
-    bwd_cfw_pass<T, W, false>(P, red);
-  } else if (__syncthreads_or(bwd_cfw_pass<T, W, true>(P, red))) {
-    bwd_cfw_pass<T, W, false>(P, red);  // silu_grad_fast met z = ±inf (or NaN)
+    bwd_cfw_pass<T, W, false, STATES>(P, red);
+  } else if (__syncthreads_or(bwd_cfw_pass<T, W, true, STATES>(P, red))) {
+    bwd_cfw_pass<T, W, false, STATES>(P, red);  // silu_grad_fast met z = ±inf (or NaN)
   }
 }
 
 // bwd_cfw7: the same body at a launch bound of 7 blocks (instances.h), for W <= 4
 template <typename T, int W>
 CCV_DEV void bwd_cfw7_body(const ccv_params& P) { bwd_cfw_body<T, W, 4>(P); }
+template <typename T, int W>
+CCV_DEV void bwd_cfwx_body(const ccv_params& P) { bwd_cfw_body<T, W, CCV_CFW_FAST_MINW, true>(P); }
+template <typename T, int W>
+CCV_DEV void bwd_cfw7x_body(const ccv_params& P) { bwd_cfw_body<T, W, 4, true>(P); }
 
 CCV_INSTANTIATE_W(bwd_cf)
 CCV_INSTANTIATE_W(bwd_cfs)
 CCV_INSTANTIATE_W(bwd_cfw)
-CCV_INST_W(bwd_cfw7, f32, float, 1) CCV_INST_W(bwd_cfw7, f32, float, 2)
-CCV_INST_W(bwd_cfw7, f32, float, 3) CCV_INST_W(bwd_cfw7, f32, float, 4)
-CCV_INST_W(bwd_cfw7, f16, ccv_f16, 1) CCV_INST_W(bwd_cfw7, f16, ccv_f16, 2)
-CCV_INST_W(bwd_cfw7, f16, ccv_f16, 3) CCV_INST_W(bwd_cfw7, f16, ccv_f16, 4)
-CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 1) CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 2)
-CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 3) CCV_INST_W(bwd_cfw7, bf16, ccv_bf16, 4)
+CCV_INSTANTIATE_W4(bwd_cfw7)
+CCV_INSTANTIATE_W(bwd_cfwx)
+CCV_INSTANTIATE_W4(bwd_cfw7x)

@@ -528,7 +528,15 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
             km.rows_log2 = lc;
             ("slab", NT_SLAB)
         } else if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
-            (if bwd_cfw_rows(p, g, dev).1 { "cfw7" } else { "cfw" }, NT)
+            // rows with state tensors or state_indices on the instances that read them (bwd_cf.hip)
+            let states = km.flags & (F_STATES_ANY | F_STATE_IDX) != 0;
+            let fam = match (bwd_cfw_rows(p, g, dev).1, states) {
+                (true, false) => "cfw7",
+                (true, true) => "cfw7x",
+                (false, false) => "cfw",
+                (false, true) => "cfwx",
+            };
+            (fam, NT)
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p) {

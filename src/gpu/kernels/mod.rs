@@ -13,10 +13,11 @@
 //!   copies, two channels a thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32 dweight/dbias
-//!   partials into the workspace (`cfs`: short channel-first rows, several per block; `cfw`:
-//!   channel-first simple rows on the vector path in warp spans, no shared memory; `cfw7`: the
-//!   same at 7 resident blocks, W <= 4 only, for grids whose last wave is fuller; `cls`:
+//! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cfwx,cfw7x,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32
+//!   dweight/dbias partials into the workspace (`cfs`: short channel-first rows, several per
+//!   block; `cfw`: channel-first simple rows on the vector path in warp spans, no shared memory;
+//!   `cfw7`: the same at 7 resident blocks, W <= 4 only, for grids whose last wave is fuller;
+//!   `cfwx` / `cfw7x`: `cfw` / `cfw7` for rows with state tensors or state_indices; `cls`:
 //!   channel-last streaming, simple rows on the vector path; `clw`: the same fed by per-warp rings
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);
 //! - `ccv1d_bwd_slab_{dt}_w{W}`: tiny channel-last backward in one launch (a block holds whole
@@ -278,7 +279,10 @@ pub fn all_kernel_names() -> Vec<String> {
         }
         v.push(format!("ccv1d_fwd_states_{dt}"));
         v.push(format!("ccv1d_bwd_states_{dt}"));
-        v.extend((1..=4).map(|w| format!("ccv1d_bwd_cfw7_{dt}_w{w}")));
+        v.extend((1..=8).map(|w| format!("ccv1d_bwd_cfwx_{dt}_w{w}")));
+        for fam in ["bwd_cfw7", "bwd_cfw7x"] {
+            v.extend((1..=4).map(|w| format!("ccv1d_{fam}_{dt}_w{w}")));
+        }
     }
     v.push("ccv1d_bwd_reduce".to_string());
     v.push("ccv1d_copy16".to_string());

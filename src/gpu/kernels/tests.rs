@@ -89,7 +89,7 @@ fn flags_and_shapes_match_headers() {
     assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
     assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
     assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-    for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfw7", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+    for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfw7", "bwd_cfwx", "bwd_cfw7x", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
         assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
     }
     assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -743,6 +743,19 @@ fn bwd_cfw7_choice() {
         assert!(fam(dt, shape, w, &dev).0.starts_with("ccv1d_bwd_cfw_"), "{shape:?} {dt:?} W {w}");
     }
     assert!(fam(DType::BF16, (4, 5376, 4096), 4, &mi300()).0.starts_with("ccv1d_bwd_cfw_"));
+    // rows with state tensors or state_indices: the instances that read them (bwd_cfwx, bwd_cfw7x)
+    let with = |f: &dyn Fn(&mut BwdPlan), w: i64| {
+        let mut p = bwd_plan(inputs(DType::BF16, 4, 5376, 4096, w, cf(4, 5376, 4096)));
+        f(&mut p);
+        bwd_launches(&p, &dev, 0x8000_0000).unwrap()[0].kernel.clone()
+    };
+    let idx = |p: &mut BwdPlan| p.inp.pool.state_indices = Some(IdxView { addr: 0x7600_0000, stride: [1, 1], elem_bytes: 4 });
+    let init = |p: &mut BwdPlan| p.inp.initial_states = Some(view(0x7400_0000, DType::BF16, [5376 * 8, 8, 1]));
+    let dfinal = |p: &mut BwdPlan| p.dfinal_states = Some(view(0x7400_0000, DType::BF16, [5376 * 8, 8, 1]));
+    assert_eq!(with(&idx, 4), "ccv1d_bwd_cfw7x_bf16_w4");
+    assert_eq!(with(&init, 4), "ccv1d_bwd_cfw7x_bf16_w4");
+    assert_eq!(with(&dfinal, 6), "ccv1d_bwd_cfwx_bf16_w6");
+    assert_eq!(with(&|_| {}, 6), "ccv1d_bwd_cfw_bf16_w6");
     assert!(fam(DType::BF16, (4, 4096, 512), 4, &dev).0.starts_with("ccv1d_bwd_pt_"));
 }
 
@@ -877,8 +890,8 @@ fn bwd_launches_and_workspace() {
             } else if pt {
                 "pt"
             } else if lay == 0 {
-                // (4x5376x4096 at W <= 4: bwd_cfw7, bwd_cfw7_choice)
-                if warp && w <= 4 { "cfw7" } else if warp { "cfw" } else if short { "cfs" } else { "cf" }
+                // (4x5376x4096 at W <= 4: bwd_cfw7, bwd_cfw7_choice; with states: the x instances)
+                if warp && w <= 4 { "cfw7x" } else if warp { "cfwx" } else if short { "cfs" } else { "cf" }
             } else if d % 8 == 0 {
                 if w >= 2 { "clw" } else { "cls" }
             } else {
@@ -1101,7 +1114,7 @@ fn update_launch() {
 #[test]
 fn names_are_the_instantiated_set() {
     let names = all_kernel_names();
-    assert_eq!(names.len(), 3 * (19 * 8 + 2 + 4) + 2);
+    assert_eq!(names.len(), 3 * (20 * 8 + 2 + 2 * 4) + 2);
     let set: std::collections::HashSet<_> = names.iter().collect();
     assert_eq!(set.len(), names.len());
     assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

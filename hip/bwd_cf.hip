@@ -511,11 +511,11 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   return FAST && isnan(db);
 }
 
-// FAST_MINW: the least width with silu_grad_fast. bwd_cfw: 16-bit W = 5-7 only, measured faster
-// there and slower at W = 4 and 8 (H100, bf16 4x5376x4096 SiLU, docs/perf.md session 24: W = 5 /
-// 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2 us, W = 4 188.0 -> 188.8, W = 8 219.5 ->
-// 221.4); bwd_cfw7 at W = 4 (186.1 -> 185.7, f16 185.4 -> 185.1). f32 (memory-bound rows)
-// spilled with it.
+// FAST_MINW: the least width with silu_grad_fast. bwd_cfw: 16-bit W = 5-7, and 8 without states;
+// measured faster there and slower at W = 4 (H100, bf16 4x5376x4096 SiLU, docs/perf.md session
+// 24: W = 5 / 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2 us, W = 4 188.0 -> 188.8);
+// W = 8 lost with row_ctx (219.5 -> 221.4) and gains without (session 31: 210.4 -> 205.1);
+// bwd_cfw7 at W = 4 (186.1 -> 185.7, f16 185.4 -> 185.1). f32 (memory-bound rows) spilled with it.
 // STATES: rows with state tensors or state_indices (row_ctx a span); the bwd_cfw / bwd_cfw7
 // instances take rows without (stateless_row_ctx: a constant row context; kernels/bwd.rs picks by
 // the flags), bwd_cfwx / bwd_cfw7x the others. One kernel with both walks spilled where neither
@@ -524,7 +524,7 @@ template <typename T, int W, int FAST_MINW = CCV_CFW_FAST_MINW, bool STATES = fa
 CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   __shared__ float red[CCV_NT_bwd_cfw / CCV_WARP * (W + 1)];
   if (block_linear() >= (uint64_t)P.n_blocks) return;
-  if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < FAST_MINW || W > 7) {
+  if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < FAST_MINW || W > (STATES ? 7 : 8)) {
     bwd_cfw_pass<T, W, false, STATES>(P, red);
   } else if (__syncthreads_or(bwd_cfw_pass<T, W, true, STATES>(P, red))) {
     bwd_cfw_pass<T, W, false, STATES>(P, red);  // silu_grad_fast met z = ±inf (or NaN)

@@ -80,7 +80,7 @@ CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
           float z = bias;
 #pragma unroll
           for (int k = 0; k < W; ++k) z += w[k] * xw[e + k];
-          gv = FAST ? silu_grad_fast(z, gv) : act_grad(z, gv, true);
+          gv = FAST ? silu_grad_fma(z, gv) : act_grad(z, gv, true);
         }
         g[j][e] = gv;
       }
@@ -451,7 +451,7 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 // [bg*G, bg*G + G) and one chunk; its work is the G x (chunk / SPAN) spans, taken by its warps
 // in turn (warp wid: spans wid, wid + NW, ...), so short rows fill a block with several rows.
 // One weight load and one dweight/dbias partial per block, stored as in bwd_cf. With SiLU a
-// 16-bit block at the widths of bwd_cfw_body's FAST_MINW runs with silu_grad_fast (FAST), and
+// 16-bit block at the widths of bwd_cfw_body's FAST_MINW runs with silu_grad_fma (FAST), and
 // again without it when a thread's sum of g is NaN.
 template <typename T, int W, bool FAST, bool STATES>
 CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
@@ -511,7 +511,7 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   return FAST && isnan(db);
 }
 
-// FAST_MINW: the least width with silu_grad_fast. bwd_cfw: 16-bit W = 5-7, and 8 without states;
+// FAST_MINW: the least width with silu_grad_fma. bwd_cfw: 16-bit W = 5-7, and 8 without states;
 // measured faster there and slower at W = 4 (H100, bf16 4x5376x4096 SiLU, docs/perf.md session
 // 24: W = 5 / 6 / 7 189.7 / 196.1 / 206.6 -> 188.0 / 193.7 / 204.2 us, W = 4 188.0 -> 188.8);
 // W = 8 lost with row_ctx (219.5 -> 221.4) and gains without (session 31: 210.4 -> 205.1);
@@ -527,7 +527,7 @@ CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < FAST_MINW || W > (STATES ? 7 : 8)) {
     bwd_cfw_pass<T, W, false, STATES>(P, red);
   } else if (__syncthreads_or(bwd_cfw_pass<T, W, true, STATES>(P, red))) {
-    bwd_cfw_pass<T, W, false, STATES>(P, red);  // silu_grad_fast met z = ±inf (or NaN)
+    bwd_cfw_pass<T, W, false, STATES>(P, red);  // silu_grad_fma met z = ±inf (or NaN)
   }
 }
 

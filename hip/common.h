@@ -155,12 +155,21 @@ CCV_DEV float act_grad(float z, float dy, bool silu) {
 // matters only for z = ±inf (inf * 0 in the formula), where this gives NaN; for finite z both
 // give the same value (NVIDIA flushes to zero: past |z| = 88 σ is exactly 0 or 1 either way; AMD
 // keeps denormals, so below z = -87 the two may differ by a denormal). A backward kernel using it
-// (bwd_cfw, bwd_pt) runs a block with it and, when any thread's sum of g is NaN (z = ±inf, or a
-// NaN input), runs the block again with act_grad, overwriting all it stored (a second pass
-// rather than a branch around each run: the branch kept more values live and spilled).
+// (bwd_pt; bwd_cfw through silu_grad_fma) runs a block with it and, when any thread's sum of g is
+// NaN (z = ±inf, or a NaN input), runs the block again with act_grad, overwriting all it stored
+// (a second pass rather than a branch around each run: the branch kept more values live and
+// spilled).
 CCV_DEV float silu_grad_fast(float z, float dy) {
   const float s = sigmoidf_(z);
   return dy * (s * (1.f + z * (1.f - s)));
+}
+// silu_grad_fast with s (1 + z (1 - s)) as two FMAs, one instruction an element fewer (z = ±inf:
+// NaN as well). bwd_cfw takes it (H100, bf16 4x5376x4096 SiLU, docs/perf.md session 31: W = 8
+// 205.1 -> 203.6 us, W = 7 196.8 -> 195.1, W = 6 187.5 -> 185.9, W = 4 even); bwd_pt keeps
+// silu_grad_fast (4x4096x512 21.1 -> 21.5 with this one).
+CCV_DEV float silu_grad_fma(float z, float dy) {
+  const float s = sigmoidf_(z);
+  return dy * fmaf(s, fmaf(-z, s, z), s);
 }
 
 // A compile-time bool as a value (C++17 generic lambdas take it as `auto`): hot loops are

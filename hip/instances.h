@@ -289,8 +289,8 @@
 #define CCV_LB_step_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_step, (W) <= 7 ? 8 : 7)
 #endif
 
-// bwd_cfw, 16-bit with SiLU: the least width taking silu_grad_fast (up to 7; bwd_cf.hip; bwd_cfw7
-// takes it at W = 4)
+// bwd_cfw, 16-bit with SiLU: the least width taking silu_grad_fma (up to 7, 8 without states;
+// bwd_cf.hip; bwd_cfw7 takes it at W = 4)
 #ifndef CCV_CFW_FAST_MINW
 #define CCV_CFW_FAST_MINW 5
 #endif

@@ -306,7 +306,7 @@ const CFW7_BLOCKS_PER_SM: i64 = 7;
 /// 7) SiLU 361.0 / 360.2, without activation 360.8 / 360.5, 2x5376x4096 184.7 / 181.6,
 /// 1x5376x4096 95.3 / 94.4. Kernel images at 7 blocks on 2048-block grids (1.94 / 2.22 waves):
 /// 8x2048x1024 bf16 39.5 -> 41.4 and f32 74.0 -> 75.9, 4x256x4096 bf16 15.8 -> 16.6 and f32 23.1
-/// -> 23.6, so those keep 8. With SiLU at 16-bit W = 4 it takes silu_grad_fast (hip/bwd_cf.hip).
+/// -> 23.6, so those keep 8. With SiLU at 16-bit W = 4 it takes silu_grad_fma (hip/bwd_cf.hip).
 /// `CCV1D_CFW7=0 / 1`: never / wherever it can run.
 fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     let inp = &p.inp;

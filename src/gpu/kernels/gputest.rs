@@ -1150,9 +1150,9 @@ fn gpu_bwd_pt_vectors() {
 
 /// Channel-first backwards on `bwd_cfw7` (`bwd_cfw` at 7 resident blocks) where the default
 /// takes it: 1100 channels of 8192 tokens, 2200 blocks (2.08 waves at 8 blocks a multiprocessor
-/// on the H100, 2.38 at 7); every dtype, W = 1-4, SiLU at W >= 2 (16-bit W = 4: silu_grad_fast), states
+/// on the H100, 2.38 at 7); every dtype, W = 1-4, SiLU at W >= 2 (16-bit W = 4: silu_grad_fma), states
 /// (initial states through a slot pool, dfinal, dinitial_states) at odd widths; and bf16 W = 4
-/// with pre-activations past the fp32 range (`ConvOpts::saturate`: silu_grad_fast's second
+/// with pre-activations past the fp32 range (`ConvOpts::saturate`: silu_grad_fma's second
 /// pass). Each case must run on it (H100-sized devices; elsewhere the case reports the kernel it
 /// ran on).
 #[test]
@@ -1178,10 +1178,10 @@ fn gpu_bwd_cfw7() {
 
 /// The SiLU backward where the pre-activation overflows fp32 to ±inf (`ConvOpts::saturate`):
 /// silu' takes its limits, 1 and 0, as in the f64 reference (finite there). `bwd_pt` and
-/// `bwd_cfw` (16-bit, W = 5-7) run a block with silu_grad_fast first, which gives NaN at z = ±inf,
-/// and then again with act_grad: both passes run here. Channel-first on `bwd_pt` (2 vectors a
-/// thread, and one) and, 1024 tokens a row, `bwd_cfw` (check_bwd's other-kernel run), and
-/// channel-last; bf16 and f32, W = 4-7.
+/// `bwd_cfw` (16-bit, W = 5-8) run a block with silu_grad_fast / silu_grad_fma first, which give
+/// NaN at z = ±inf, and then again with act_grad: both passes run here. Channel-first on `bwd_pt`
+/// (2 vectors a thread, and one) and, 1024 tokens a row, `bwd_cfw` (check_bwd's other-kernel run),
+/// and channel-last; bf16 and f32, W = 4-8.
 #[test]
 #[ignore]
 fn gpu_bwd_silu_saturated() {
@@ -1189,7 +1189,7 @@ fn gpu_bwd_silu_saturated() {
         for dt in [DType::BF16, DType::F32] {
             for lay in [Lay::Cf, Lay::Cl] {
                 for (b, d, l) in [(2, 8, 1024), (1, 6, 256)] {
-                    for w in 4..=7 {
+                    for w in 4..=8 {
                         let mut o = big(dt, lay, b, d, l, w);
                         o.saturate = true;
                         o.seed = (w * 10 + b) as u64;

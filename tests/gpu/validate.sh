@@ -5,6 +5,8 @@
 # libcausal_conv1d.so in $BIN). Every step's log goes to $LOG (default ./gpu-logs; packed into
 # $OUT/gpu-logs.tgz when the device tool's $OUT is set); the summary table is printed last.
 # Usage: tar xJf .carry/g.tar.xz -C .carry && BIN=.carry/g bash tests/gpu/validate.sh
+# STEPS="name ..." runs only the steps named (a re-check after a small kernel change when device
+# time is short; the summary lists what ran).
 set -u
 BIN=${BIN:-.carry/g}
 LOG=${LOG:-gpu-logs}
@@ -13,6 +15,7 @@ export CCV1D_TEST_BACKEND=gpu PYTHONUNBUFFERED=1
 summary=()
 step() {  # step NAME TIMEOUT_S CMD...
   local name=$1 limit=$2; shift 2
+  [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]] && return 0
   local t0=$SECONDS
   timeout "$limit" "$@" >"$LOG/$name.log" 2>&1
   local rc=$?

@@ -25,10 +25,15 @@
 // recomputed from x and dout (0 past L). The span lies inside the row; vectors before `lo`
 // belong to the span before (a row's last span is moved back to end at L): they store no dx and
 // add no dweight/dbias. A skipped row (no live sequence) gets dx = 0.
-template <typename T, int W, int IT, bool RAGGED, bool FAST>
+// HALO_SMEM: the right halo (hs[m] = g at s0 + SPAN + m) waits in the warp's K floats of shared
+// memory `hs` until the dx loop reads it, instead of K registers held through phase A (see
+// bwd_cfw_pass). There, with carry_in the span starting at s0 + SPAN (walked just before) left it
+// in hs, and the span does not recompute it; with carry_out the span leaves its own first K g
+// there for the span before it.
+template <typename T, int W, int IT, bool RAGGED, bool FAST, bool HALO_SMEM>
 CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, int64_t xrow, int64_t yrow,
                               int64_t drow, int64_t s0, int64_t lo, int lane, const float* w, float bias, bool silu,
-                              float* dw, float& db) {
+                              float* dw, float& db, float* hs, bool carry_in, bool carry_out) {
   constexpr int K = W - 1, KA = K > 0 ? K : 1, V = Tr<T>::V, WS = CCV_WARP, SPAN = IT * WS * V;
   const int64_t L = P.seqlen;
   if (!rc.g.valid) {
@@ -55,14 +60,20 @@ CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
   {
     float gr = 0.f;
     const int64_t e = s0 + SPAN + lane;
-    if (lane < K && e < L) {
+    if (!carry_in && lane < K && e < L) {
       float z = bias;
 #pragma unroll
       for (int i = 0; i < W; ++i) z += w[i] * ldf<T>(P.x, xrow + e - K + i);
       gr = act_grad(z, ldf<T>(P.dout, yrow + e), silu);
     }
+    if constexpr (HALO_SMEM) {
+      ccv_warp_sync();  // the span before has read hs
+      if (!carry_in && lane < K) hs[lane] = gr;
+      ccv_warp_sync();
+    } else {
 #pragma unroll
-    for (int k = 0; k < K; ++k) hr[k] = ccv_shfl(gr, max(k - (WS - 1 - lane) * V, 0));
+      for (int k = 0; k < K; ++k) hr[k] = ccv_shfl(gr, max(k - (WS - 1 - lane) * V, 0));
+    }
   }
   // A: g of the own tokens, dweight/dbias partials
   float g[IT][V], wrap[KA];
@@ -100,6 +111,18 @@ CCV_DEV void bwd_cf_warp_span(const ccv_params& P, const RowCtx& rc, int64_t d, 
     }
   };
   if (silu) phase_a(BoolC<true>()); else phase_a(BoolC<false>());
+  if constexpr (HALO_SMEM) {
+    // hr[k]: g at span offset lane*V + V + k - SPAN >= 0, what the dx loop reads at the span's
+    // right edge: lane WS - 1 hs[k], and at dl = (V + k) / V > 1 lane WS - 1 - m hs[k - m V]
+#pragma unroll
+    for (int k = 0; k < K; ++k) hr[k] = hs[(V + k) / V == 1 ? k : max(k - (WS - 1 - lane) * V, 0)];
+    if (carry_out) {  // g at s0 + k (k < K): lane k / V, element k % V of vector 0
+      ccv_warp_sync();  // every lane has read hs
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        if (lane == k / V) hs[k] = g[0][k % V];
+    }
+  }
   // B: dx, vectors in reverse order (lanes at the span's right edge of vector j read vector j+1)
 #pragma unroll
   for (int j = IT - 1; j >= 0; --j) {
@@ -454,7 +477,7 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 // 16-bit block at the widths of bwd_cfw_body's FAST_MINW runs with silu_grad_fma (FAST), and
 // again without it when a thread's sum of g is NaN.
 template <typename T, int W, bool FAST, bool STATES>
-CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
+CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
   constexpr int V = Tr<T>::V, NT = CCV_NT_bwd_cfw, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;
   constexpr int SPAN = IT * WS * V;
   const uint32_t blk = block_linear();
@@ -480,20 +503,42 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
   // division a span: measured faster at every width but 6 (W = 4 bf16 SiLU 185.6 -> 184.9 us,
   // W = 7 204.0 -> 202.2, W = 8 219.3 -> 217.8; W = 6 193.6 -> 194.8, where ptxas spilled with
   // the extra register: docs/perf.md, session 30), so W = 6 keeps u / nsp.
+  // The right halo through shared memory at 16-bit W >= 7: fewer registers in phase A, spills
+  // gone (H100, bf16 4x5376x4096 SiLU, docs/perf.md session 32: W = 7 195.1 -> 189.2 us, W = 8
+  // 203.7 -> 199.8; W = 4-6 and f32 W = 8 lost or stayed even). CARRY (W = 8 there): each warp
+  // walks a run of consecutive spans, last first, and a span takes its right halo from the one
+  // walked just before (its right neighbour in the row; in a ragged walk not the row's last span,
+  // moved back to end at L): W = 8 at 7 blocks 200.0 -> 197.0 us; at W <= 7 that walk cost more
+  // than it saved (a block's warps then stream different rows).
+  constexpr bool HALO_SMEM = sizeof(T) < 4 && W >= 7, CARRY = HALO_SMEM && W == 8;
+  float* hs = halo + wid * (W > 1 ? W - 1 : 1);
   auto walk = [&](auto ragged) {
-    auto span = [&](int gi, int s) {
+    constexpr bool RG = decltype(ragged)::value;
+    auto span = [&](int gi, int s, bool carry_in, bool carry_out) {
       const int64_t b = bg * G + gi, lo = cbeg + (int64_t)s * SPAN;
       const RowCtx rc = STATES ? row_ctx(P, b) : stateless_row_ctx(P, b);
       const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], yrow = b * P.dout_s[0] + d * P.dout_s[1];
       const int64_t drow = b * P.dx_s[0] + d * P.dx_s[1];
-      bwd_cf_warp_span<T, W, IT, decltype(ragged)::value, FAST>(P, rc, d, xrow, yrow, drow, min(lo, L - SPAN), lo, lane,
-                                                                wa.w, bias, silu, dw, db);
+      bwd_cf_warp_span<T, W, IT, RG, FAST, HALO_SMEM>(P, rc, d, xrow, yrow, drow, min(lo, L - SPAN), lo, lane, wa.w, bias,
+                                                      silu, dw, db, hs, carry_in, carry_out);
     };
-    if constexpr (W == 6) {
-      for (int u = wid; u < rows * nsp; u += NW) span(u / nsp, u % nsp);
+    if constexpr (CARRY) {  // spans [u0, u0 + n), u = gi * nsp + s
+      const int total = rows * nsp, per = (total + NW - 1) / NW, u0 = wid * per, n = min(total, u0 + per) - u0;
+      bool carried = false;  // the span walked last is this one's right neighbour and left its g
+      for (int left = n, gi = (u0 + n - 1) / nsp, s = (u0 + n - 1) % nsp; left > 0; --left) {
+        const bool carry_out = left > 1 && s > 0;
+        span(gi, s, carried && (!RG || s + 2 < nsp), carry_out);
+        carried = carry_out;
+        if (--s < 0) {
+          s = nsp - 1;
+          --gi;
+        }
+      }
+    } else if constexpr (W == 6) {
+      for (int u = wid; u < rows * nsp; u += NW) span(u / nsp, u % nsp, false, false);
     } else {
       for (int gi = wid / nsp, s = wid % nsp; gi < rows;) {
-        span(gi, s);
+        span(gi, s, false, false);
         for (s += NW; s >= nsp; s -= nsp) ++gi;
       }
     }
@@ -523,11 +568,12 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red) {
 template <typename T, int W, int FAST_MINW = CCV_CFW_FAST_MINW, bool STATES = false>
 CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   __shared__ float red[CCV_NT_bwd_cfw / CCV_WARP * (W + 1)];
+  __shared__ float halo[CCV_NT_bwd_cfw / CCV_WARP * (W > 1 ? W - 1 : 1)];  // a warp's right halo
   if (block_linear() >= (uint64_t)P.n_blocks) return;
   if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < FAST_MINW || W > (STATES ? 7 : 8)) {
-    bwd_cfw_pass<T, W, false, STATES>(P, red);
-  } else if (__syncthreads_or(bwd_cfw_pass<T, W, true, STATES>(P, red))) {
-    bwd_cfw_pass<T, W, false, STATES>(P, red);  // silu_grad_fma met z = ±inf (or NaN)
+    bwd_cfw_pass<T, W, false, STATES>(P, red, halo);
+  } else if (__syncthreads_or(bwd_cfw_pass<T, W, true, STATES>(P, red, halo))) {
+    bwd_cfw_pass<T, W, false, STATES>(P, red, halo);  // silu_grad_fma met z = ±inf (or NaN)
   }
 }
 

@@ -93,8 +93,9 @@
 // loads issued before the weights' took W = 4 from 79 to 92 registers and 5 blocks: B = 64 went
 // from one wave to two, bf16 5.4 -> 6.1 us; at 6 it is 5.2, B = 256 10.8, no spills),
 // fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (40-48 / 64-72 registers, no spills up to W = 6 in
-// bwd_cfw), except 16-bit bwd_cfw at W = 8: 6 (80 registers; at 7 it spilled 68 bytes; bf16
-// 4x5376x4096 SiLU 226.1 -> 219.5 us, session 18; W = 7 at 6 was slower, 206.6 -> 210.5);
+// bwd_cfw); 16-bit bwd_cfw at W = 8 was at 6 (80 registers) from session 18 until its right halo
+// went to shared memory (session 32: at 7, bf16 4x5376x4096 SiLU 201.6 -> 200.0 us, f16 206.4 ->
+// 201.1; with the carried halo 197.0, 60 / 52 bytes spilled);
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
 // for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
 // -D values at commas).
@@ -183,10 +184,10 @@
 #define CCV_LB_bwd_cfw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
 #endif
 #ifndef CCV_LB_bwd_cfw_f16
-#define CCV_LB_bwd_cfw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : (W) <= 7 ? 7 : 6)
+#define CCV_LB_bwd_cfw_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
 #endif
 #ifndef CCV_LB_bwd_cfw_bf16
-#define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : (W) <= 7 ? 7 : 6)
+#define CCV_LB_bwd_cfw_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw, (W) <= 4 ? 8 : 7)
 #endif
 // bwd_cfw7: W <= 4 at 7 blocks (72 registers) for grids whose last wave is fuller at 7 than at 8
 // (kernels.rs bwd_cfw_rows): 4x5376x4096 SiLU bf16 188.0 -> 185.8 us, f32 361.0 -> 360.2, 2x5376x4096

@@ -67,7 +67,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
     } else if layout == Layout::ChannelFirst {
         let r = short_rows_log2(inp.batch * inp.dim, inp.seqlen, &g, inp.x.dtype);
         if r == 0 {
-            let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width, false);
+            let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
             let spans = ceil_div(g.chunk.min(inp.seqlen), tile_tokens(layout, inp.x.dtype));
             g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, 1, slots, true);
         } else if inp.batch > 1 && inp.batch & (inp.batch - 1) == 0 && inp.batch <= 1 << r {
@@ -231,7 +231,7 @@ fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
 fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     let inp = &p.inp;
     let tile = tile_tokens(Layout::ChannelFirst, inp.x.dtype);
-    let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width, true);
+    let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
     let per_step = NT as i64 / dev.warp_size.max(1) as i64;
     let cost = |g: &MainGeom| {
         let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
@@ -320,7 +320,7 @@ fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
         let n = ceil_div(inp.batch, rows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
         (rows, n, ceil_div(n, slots) as f64 - n as f64 / slots as f64, slots)
     };
-    let (rows8, n8, idle8, slots8) = grid(bwd_cf_blocks_per_sm(inp.width, inp.x.dtype != DType::F32));
+    let (rows8, n8, idle8, slots8) = grid(bwd_cf_blocks_per_sm(inp.width));
     if inp.width <= 4 && dev.vendor == Vendor::Nvidia && knob(Knob::Cfw7) != Some(0) {
         let (rows7, _, idle7, _) = grid(CFW7_BLOCKS_PER_SM);
         if knob(Knob::Cfw7) == Some(1) || (n8 >= slots8 && idle7 < idle8) {

@@ -225,11 +225,10 @@ pub(super) fn fwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, dev: &DeviceIn
 }
 
 /// Resident `bwd_cf` / `bwd_cfw` blocks per multiprocessor: their launch bounds in instances.h
-/// (8 for W <= 4, else 7, and 6 for 16-bit `bwd_cfw` at W = 8; shared memory allows 9).
-pub(super) fn bwd_cf_blocks_per_sm(width: i64, warp_16bit: bool) -> i64 {
+/// (8 for W <= 4, else 7; shared memory allows 9).
+pub(super) fn bwd_cf_blocks_per_sm(width: i64) -> i64 {
     match width {
         ..=4 => 8,
-        8 if warp_16bit => 6,
         _ => 7,
     }
 }

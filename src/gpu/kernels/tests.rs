@@ -116,13 +116,11 @@ fn flags_and_shapes_match_headers() {
     assert_eq!(header_define(INSTANCES_H, "CCV_CLW_WIDE"), CLW_WIDE);
     assert_eq!(header_define(INSTANCES_H, "CCV_CLW_RING"), CLW_RING as i64);
     assert_eq!(header_define(INSTANCES_H, "CCV_FWD_CLW_BLOCKS"), FWD_CLW_BLOCKS_PER_SM);
-    // bwd_cfw's launch bounds (W <= 4, then up to 7, then 8) as bwd_cf_blocks_per_sm mirrors them
-    for dt in ["f16", "bf16"] {
-        assert_eq!(header_macro_arms(INSTANCES_H, &format!("CCV_LB_bwd_cfw_{dt}(W)")), [8, 7, 6]);
+    // bwd_cfw's launch bounds (W <= 4, then above) as bwd_cf_blocks_per_sm mirrors them
+    for dt in ["f32", "f16", "bf16"] {
+        assert_eq!(header_macro_arms(INSTANCES_H, &format!("CCV_LB_bwd_cfw_{dt}(W)")), [8, 7]);
     }
-    assert_eq!(header_macro_arms(INSTANCES_H, "CCV_LB_bwd_cfw_f32(W)"), [8, 7]);
-    assert_eq!([4, 7, 8].map(|w| bwd_cf_blocks_per_sm(w, true)), [8, 7, 6]);
-    assert_eq!([4, 8].map(|w| bwd_cf_blocks_per_sm(w, false)), [8, 7]);
+    assert_eq!([4, 5, 8].map(bwd_cf_blocks_per_sm), [8, 7, 7]);
 }
 
 fn view(addr: usize, dtype: DType, stride: [i64; 3]) -> View {

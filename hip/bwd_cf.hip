@@ -505,12 +505,13 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
   // the extra register: docs/perf.md, session 30), so W = 6 keeps u / nsp.
   // The right halo through shared memory at 16-bit W >= 7: fewer registers in phase A, spills
   // gone (H100, bf16 4x5376x4096 SiLU, docs/perf.md session 32: W = 7 195.1 -> 189.2 us, W = 8
-  // 203.7 -> 199.8; W = 4-6 and f32 W = 8 lost or stayed even). CARRY (W = 8 there): each warp
-  // walks a run of consecutive spans, last first, and a span takes its right halo from the one
-  // walked just before (its right neighbour in the row; in a ragged walk not the row's last span,
-  // moved back to end at L): W = 8 at 7 blocks 200.0 -> 197.0 us; at W <= 7 that walk cost more
-  // than it saved (a block's warps then stream different rows).
-  constexpr bool HALO_SMEM = sizeof(T) < 4 && W >= 7, CARRY = HALO_SMEM && W == 8;
+  // 203.7 -> 199.8; W = 4-6 and f32 W = 8 lost or stayed even). CARRY (there at W = 8 with
+  // SiLU's fast gradient): each warp walks a run of consecutive spans, last first, and a span
+  // takes its right halo from the one walked just before (its right neighbour in the row; in a
+  // ragged walk not the row's last span, moved back to end at L): W = 8 SiLU at 7 blocks 200.0 ->
+  // 197.0 us. Where the span's work is lighter it cost more than it saved (W <= 7; W = 8 without
+  // activation 186.1 -> 189.3): a block's warps then stream different rows.
+  constexpr bool HALO_SMEM = sizeof(T) < 4 && W >= 7, CARRY = HALO_SMEM && W == 8 && FAST;
   float* hs = halo + wid * (W > 1 ? W - 1 : 1);
   auto walk = [&](auto ragged) {
     constexpr bool RG = decltype(ragged)::value;

@@ -51,7 +51,7 @@ step cl-fwd-clw-never 200 env CCV1D_CL_FWD=0 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$((
 step seeds 60 "$BIN/seeds"
 step validation 120 "$BIN/validation" --include-ignored
 step huge-2pow31 150 "$BIN/huge" --ignored --nocapture
-step kernel-selftest 180 "$BIN/causal_conv1d" gpu::kernels::gputest --ignored --test-threads=1
+step kernel-selftest 240 "$BIN/causal_conv1d" gpu::kernels::gputest --ignored --test-threads=1
 step concurrency 120 "$BIN/concurrency" --nocapture
 step numerics 60 "$BIN/numerics" --nocapture
 step gpu-faults 120 "$BIN/gpu_faults" --ignored --test-threads=1 --nocapture

@@ -1207,6 +1207,30 @@ fn gpu_bwd_silu_saturated() {
     });
 }
 
+/// `bwd_cfw`'s walk that carries the right halo from span to span (16-bit W = 8 with SiLU,
+/// hip/bwd_cf.hip CARRY): rows of 8 and 16 spans a block (each warp walks runs of them), a ragged
+/// row end (L % 512 != 0: the row's last span moved back, not carried from), several batch rows a
+/// block, and pre-activations past the fp32 range (the carrying pass meets NaN and the block runs
+/// again without it). Each case must run on `bwd_cfw`.
+#[test]
+#[ignore]
+fn gpu_bwd_cfw_carry() {
+    with_gpu(|cu| {
+        for dt in [DType::BF16, DType::F16] {
+            for (b, d, l, saturate) in [(1, 6, 4096, false), (2, 5, 4100, false), (4, 3, 8192, false), (1, 3, 4608, true)] {
+                let mut o = big(dt, Lay::Cf, b, d, l, 8);
+                o.saturate = saturate;
+                o.seed = (b * 100 + d) as u64;
+                run_case(&format!("cfw carry {}{}", describe(&o), if saturate { " saturated" } else { "" }), || {
+                    let m = check_bwd(cu, &o, false, false, true, DType::F32);
+                    assert!(m.contains(&format!("[ccv1d_bwd_cfw_{}_w8", dt_name(dt))), "not on bwd_cfw: {m}");
+                    m
+                });
+            }
+        }
+    });
+}
+
 /// The smallest backwards on `bwd_pe` (an element per thread, a channel's tokens in one block),
 /// each case also on the other kernels (check_bwd): every dtype and width; channel-last
 /// contiguous, padded and misaligned rows and channel-first contiguous, padded and misaligned

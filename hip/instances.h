@@ -95,7 +95,7 @@
 // fwd_cfw / bwd_cfw: as fwd_cf / bwd_cf (40-48 / 64-72 registers, no spills up to W = 6 in
 // bwd_cfw); 16-bit bwd_cfw at W = 8 was at 6 (80 registers) from session 18 until its right halo
 // went to shared memory (session 32: at 7, bf16 4x5376x4096 SiLU 201.6 -> 200.0 us, f16 206.4 ->
-// 201.1; with the carried halo 197.0, 60 / 52 bytes spilled);
+// 201.1; with the halo carried in the SiLU pass 197.7, bf16 / f16 32 / 4 bytes spilled);
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
 // for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
 // -D values at commas).

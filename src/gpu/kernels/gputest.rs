@@ -1208,16 +1208,17 @@ fn gpu_bwd_silu_saturated() {
 }
 
 /// `bwd_cfw`'s walk that carries the right halo from span to span (16-bit W = 8 with SiLU,
-/// hip/bwd_cf.hip CARRY): rows of 8 and 16 spans a block (each warp walks runs of them), a ragged
-/// row end (L % 512 != 0: the row's last span moved back, not carried from), several batch rows a
-/// block, and pre-activations past the fp32 range (the carrying pass meets NaN and the block runs
-/// again without it). Each case must run on `bwd_cfw`.
+/// hip/bwd_cf.hip CARRY), on grids where a warp walks runs of spans (H100 geometry): 4x150x4096
+/// (whole rows, 8 spans a block: runs of 2), 8x150x2048 (2 batch rows of 4 spans: runs of 2),
+/// 8x200x2056 (2 rows of 5 spans, the last ragged and moved back: runs of 3 that cross rows), and
+/// 4x150x4096 with pre-activations past the fp32 range (the carrying pass meets NaN and the block
+/// runs again without it). Each case must run on `bwd_cfw`.
 #[test]
 #[ignore]
 fn gpu_bwd_cfw_carry() {
     with_gpu(|cu| {
         for dt in [DType::BF16, DType::F16] {
-            for (b, d, l, saturate) in [(1, 6, 4096, false), (2, 5, 4100, false), (4, 3, 8192, false), (1, 3, 4608, true)] {
+            for (b, d, l, saturate) in [(4, 150, 4096, false), (8, 150, 2048, false), (8, 200, 2056, false), (4, 150, 4096, true)] {
                 let mut o = big(dt, Lay::Cf, b, d, l, 8);
                 o.saturate = saturate;
                 o.seed = (b * 100 + d) as u64;

@@ -509,8 +509,8 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
   // SiLU's fast gradient): each warp walks a run of consecutive spans, last first, and a span
   // takes its right halo from the one walked just before (its right neighbour in the row; in a
   // ragged walk not the row's last span, moved back to end at L): W = 8 SiLU at 7 blocks 200.0 ->
-  // 197.0 us. Where the span's work is lighter it cost more than it saved (W <= 7; W = 8 without
-  // activation 186.1 -> 189.3): a block's warps then stream different rows.
+  // 197.0 us. Where the span's work is lighter its span order cost more than carrying saved
+  // (W <= 7; W = 8 without activation 186.1 -> 189.3; the cause was not profiled).
   constexpr bool HALO_SMEM = sizeof(T) < 4 && W >= 7, CARRY = HALO_SMEM && W == 8 && FAST;
   float* hs = halo + wid * (W > 1 ? W - 1 : 1);
   auto walk = [&](auto ragged) {

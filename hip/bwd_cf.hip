@@ -472,7 +472,8 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 // L % V == 0 and L >= SPAN, in warp spans only (kernels.rs bwd_warp_spans takes it wherever it
 // can run: measured faster than bwd_cf at every width). A block covers channel d, batch rows
 // [bg*G, bg*G + G) and one chunk; its work is the G x (chunk / SPAN) spans, taken by its warps
-// in turn (warp wid: spans wid, wid + NW, ...), so short rows fill a block with several rows.
+// in turn (warp wid: spans wid, wid + NW, ...; with CARRY each warp a run of consecutive ones,
+// below), so short rows fill a block with several rows.
 // One weight load and one dweight/dbias partial per block, stored as in bwd_cf. With SiLU a
 // 16-bit block at the widths of bwd_cfw_body's FAST_MINW runs with silu_grad_fma (FAST), and
 // again without it when a thread's sum of g is NaN.

@@ -18,20 +18,21 @@ constexpr int CL_CV = 4;  // channels per thread
 // 0 none), whole steps of U tokens without per-token tests and the last tokens (fewer than a
 // step) one at a time (f32 at W >= 7: a test per token, STEPS below); otherwise one token at a
 // time with every check (ACT = -1: from the flags). BURST (FAST at 16-bit, W <= CCV_CL_BURST_MAXW):
-// CCV_CL_BURST_16 loads a step, none ahead, and the last tokens (fewer than a step) in one step
-// of predicated loads. Lanes of one or two steps (kernels.rs: chunks of 64 or 128 tokens), where
+// UB loads a step (fwd_cl: CCV_CL_BURST_16, fwd_cl11: CCV_CL_BURST_LONG), none ahead, and the
+// last tokens (fewer than a step) in one step of predicated loads.
+// Lanes of one or two steps (kernels.rs: chunks of 8 steps, or 16 of CCV_CL_BURST_16), where
 // other lanes hide the latency a prefetch would: the kernel without the prefetch walk at these
 // widths ran 1-2 % faster on the mid-size grids (H100, docs/perf.md session 27).
 // Every thread of the block calls it with the same FAST (a lane with no token: live = false) and
 // meets its one barrier, which publishes sw, the tile's weights stored by `fill_sw`: FAST lanes
 // issue their first loads before the fill, so the weights' memory round trip and the data's
 // overlap.
-template <typename T, int W, bool FAST, int ACT, typename Fill>
+template <typename T, int W, bool FAST, int ACT, int UB = CCV_CL_BURST_16, typename Fill>
 CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int64_t b, int64_t c, int64_t s0,
                          int64_t s1, bool live) {
   constexpr int K = W - 1, CV = CL_CV;
   constexpr bool BURST = FAST && sizeof(T) == 2 && W <= CCV_CL_BURST_MAXW;
-  constexpr int U = BURST ? CCV_CL_BURST_16 : sizeof(T) == 4 ? CCV_CL_AHEAD_f32(W) : CCV_CL_AHEAD_16(W);
+  constexpr int U = BURST ? UB : sizeof(T) == 4 ? CCV_CL_AHEAD_f32(W) : CCV_CL_AHEAD_16(W);
   constexpr int UU = FAST ? U : 1;
   typedef QN<T, CV> Q;
   const int f = P.flags;
@@ -203,7 +204,7 @@ CCV_DEV void fwd_cl_walk(const ccv_params& P, const float* sw, Fill fill_sw, int
   }
 }
 
-template <typename T, int W>
+template <typename T, int W, int UB = CCV_CL_BURST_16>
 CCV_DEV void fwd_cl_body(const ccv_params& P) {
   constexpr int NT = CCV_NT_fwd_cl, CC = CCV_CL_CC, G = CC / CL_CV, LANES = NT / G;
   static_assert(NT % G == 0 && NT >= CC, "tile shape");
@@ -239,13 +240,21 @@ CCV_DEV void fwd_cl_body(const ccv_params& P) {
   const bool simple = !(P.flags & (CCV_F_PACKED | CCV_F_SEQ_IDX));
   if (simple && (P.flags & CCV_F_VEC) && D % CL_CV == 0 && seg_by_index(P, b).valid) {
     if (P.flags & CCV_F_SILU) {
-      fwd_cl_walk<T, W, true, 1>(P, swc, fill_sw, b, c, s0, s1, live);
+      fwd_cl_walk<T, W, true, 1, UB>(P, swc, fill_sw, b, c, s0, s1, live);
     } else {
-      fwd_cl_walk<T, W, true, 0>(P, swc, fill_sw, b, c, s0, s1, live);
+      fwd_cl_walk<T, W, true, 0, UB>(P, swc, fill_sw, b, c, s0, s1, live);
     }
   } else {
     fwd_cl_walk<T, W, false, -1>(P, swc, fill_sw, b, c, s0, s1, live);
   }
 }
 
+// fwd_cl11: the same body with the long burst (CCV_CL_BURST_LONG tokens a step), which kernels.rs
+// launches on chunks of 8 such steps (one a lane). Its own kernel: with both bursts in one,
+// every grid ran 0.1-0.3 us slower (H100, docs/perf.md session 33: bf16 SiLU 4x256x4096 8.9 ->
+// 9.1, 4x5376x4096 122.1 -> 122.4).
+template <typename T, int W>
+CCV_DEV void fwd_cl11_body(const ccv_params& P) { fwd_cl_body<T, W, CCV_CL_BURST_LONG>(P); }
+
 CCV_INSTANTIATE_W(fwd_cl)
+CCV_INSTANTIATE_W4_16(fwd_cl11)

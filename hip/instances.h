@@ -1,7 +1,8 @@
 // instances.h — THE instantiation list. Kernel names are built from the dispatch keys exactly as
 // src/gpu/kernels/ builds them:
 //   ccv1d_<family>_<dtype>_w<width>   family ∈ fwd_cf, fwd_cfs (short rows), fwd_cfw (warp spans),
-//                                      fwd_cl, fwd_clw (simple channel-last rows through per-warp rings
+//                                      fwd_cl, fwd_cl11 (fwd_cl's 11-token burst: 16-bit, W <= 4 only),
+//                                      fwd_clw (simple channel-last rows through per-warp rings
 //                                      of 16-byte copies), fwd_pt (small channel-first problems, a vector per thread),
 //                                      fwd_pe (the smallest problems of either layout, an element per thread),
 //                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cfw7 (bwd_cfw at 7
@@ -15,7 +16,7 @@
 //   ccv1d_bwd_reduce
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
-//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_pe
+//   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl, fwd_cl11   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_pe
 //   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw, bwd_cfw7, bwd_cfwx, bwd_cfw7x   bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
 //   bwd_slab.hip: bwd_slab   bwd_pt.hip: bwd_pt, bwd_pe
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
@@ -37,6 +38,8 @@
 // families at W <= 4 only (bwd_cfw7, bwd_cfw7x)
 #define CCV_INST_DT_W4(FAM, DN, T) CCV_INST_W(FAM, DN, T, 1) CCV_INST_W(FAM, DN, T, 2) CCV_INST_W(FAM, DN, T, 3) CCV_INST_W(FAM, DN, T, 4)
 #define CCV_INSTANTIATE_W4(FAM) CCV_FOR_DTYPES(CCV_INST_DT_W4, FAM)
+// ... and 16-bit only (fwd_cl11)
+#define CCV_INSTANTIATE_W4_16(FAM) CCV_INST_DT_W4(FAM, f16, ccv_f16) CCV_INST_DT_W4(FAM, bf16, ccv_bf16)
 
 // families templated on <T> only
 #define CCV_INST_D(FAM, DN, T)                                                                 \
@@ -50,6 +53,7 @@
 #define CCV_NT_fwd_cfs 128
 #define CCV_NT_fwd_cfw 128
 #define CCV_NT_fwd_cl 128
+#define CCV_NT_fwd_cl11 128
 #define CCV_NT_fwd_clw 128
 #define CCV_NT_fwd_pt 128
 #define CCV_NT_fwd_pe 128
@@ -152,6 +156,12 @@
 #endif
 #ifndef CCV_LB_fwd_cl_bf16
 #define CCV_LB_fwd_cl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl, (W) <= 4 ? 6 : 4)
+#endif
+#ifndef CCV_LB_fwd_cl11_f16
+#define CCV_LB_fwd_cl11_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl11, 6)
+#endif
+#ifndef CCV_LB_fwd_cl11_bf16
+#define CCV_LB_fwd_cl11_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cl11, 6)
 #endif
 #ifndef CCV_LB_fwd_clw_f32
 #define CCV_LB_fwd_clw_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_clw, CCV_FWD_CLW_BLOCKS)
@@ -334,6 +344,15 @@
 // 9.7 / 19.6.
 #ifndef CCV_CL_BURST_16
 #define CCV_CL_BURST_16 8
+#endif
+// fwd_cl11: CCV_CL_BURST_LONG a step, kernels.rs launching it on chunks of 8 such steps (88
+// tokens) where that makes at most 2 waves. U = 11 in chunks of 88 against the
+// above (session 33, bf16 SiLU, us): H100 4x256x4096 (0.95 waves instead of 1.3) 8.9 -> 8.7-8.9,
+// without activation 8.3 -> 7.9, 4x4096x512 14.9 -> 14.8, 1x2048x4096 14.9 -> 14.5; H200
+// 8.5 -> 7.5, 13.8 -> 12.8, 13.7 -> 12.5. Everywhere (in place of U = 8): 4x5376x4096 H100 122.0
+// -> 120.6 but H200 95.1 -> 98.3, 8x2048x1024 26.1 -> 26.2 / 21.6 -> 22.0.
+#ifndef CCV_CL_BURST_LONG
+#define CCV_CL_BURST_LONG 11
 #endif
 // widths with a burst walk (kernels.rs asks for it up to W = 4; at W >= 5 it was slower: bf16
 // W = 5 143.6 us against 136.8 with the prefetch walk)

@@ -55,6 +55,8 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
                 "cfw"
             } else if clw {
                 "clw"
+            } else if layout == Layout::ChannelLast && fwd_cl_long(dt, inp.width, g.chunk) {
+                "cl11"
             } else if split_short_rows(&mut km, inp, &g) {
                 "cfs"
             } else {

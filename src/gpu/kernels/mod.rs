@@ -6,11 +6,11 @@
 //! returned launches in order on the caller's stream.
 //!
 //! Kernels (see `hip/*.hip`):
-//! - `ccv1d_fwd_{cf,cfs,cfw,cl,clw,pt}_{dt}_w{W}`: forward, channel-first tiles (`cfs`: short rows,
-//!   several per block; `cfw`: simple rows on the vector path in warp spans, no shared memory;
-//!   `pt`: small problems, one output vector per thread) / channel-last streaming (`cl`: 4
-//!   channels x a run of tokens per thread; `clw`: simple rows fed by per-warp rings of 16-byte
-//!   copies, two channels a thread);
+//! - `ccv1d_fwd_{cf,cfs,cfw,cl,cl11,clw,pt}_{dt}_w{W}`: forward, channel-first tiles (`cfs`: short
+//!   rows, several per block; `cfw`: simple rows on the vector path in warp spans, no shared
+//!   memory; `pt`: small problems, one output vector per thread) / channel-last streaming (`cl`: 4
+//!   channels x a run of tokens per thread; `cl11`: the same with 11-token bursts, 16-bit W <= 4
+//!   only; `clw`: simple rows fed by per-warp rings of 16-byte copies, two channels a thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
 //! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cfwx,cfw7x,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32
@@ -282,6 +282,9 @@ pub fn all_kernel_names() -> Vec<String> {
         v.extend((1..=8).map(|w| format!("ccv1d_bwd_cfwx_{dt}_w{w}")));
         for fam in ["bwd_cfw7", "bwd_cfw7x"] {
             v.extend((1..=4).map(|w| format!("ccv1d_{fam}_{dt}_w{w}")));
+        }
+        if dt != "f32" {
+            v.extend((1..=4).map(|w| format!("ccv1d_fwd_cl11_{dt}_w{w}")));
         }
     }
     v.push("ccv1d_bwd_reduce".to_string());

@@ -89,7 +89,7 @@ fn flags_and_shapes_match_headers() {
     assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
     assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
     assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-    for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfw7", "bwd_cfwx", "bwd_cfw7x", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+    for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_cl11", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfw7", "bwd_cfwx", "bwd_cfw7x", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
         assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
     }
     assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -166,7 +166,8 @@ fn fwd_cl_short_chunks() {
     let f = g(4, 5376, 4096, DType::F32, 4);
     assert_eq!((f.chunk, f.n_chunks, f.n_blocks), (32, 128, 4 * 84 * 128));
     assert_eq!((g(2, 700, 3000, DType::F32, 4).chunk, g(2, 700, 3000, DType::F32, 6).chunk), (32, 64));
-    // 16-bit: chunks of 64 up to 4 waves of them (4 x 132 x 6 blocks), else 128
+    // 16-bit: chunks of 88 (8 lanes of one 11-token step) up to 2 waves of them (2 x 132 x 6
+    // blocks), else of 64 up to 4 waves of them, else 128
     let h = g(4, 5376, 4096, DType::BF16, 4);
     assert_eq!((h.chunk, h.n_chunks, h.n_blocks), (128, 32, 4 * 84 * 32));
     for (b, d, l, dt, w) in [(8, 2048, 1024, DType::F16, 4), (2, 1000, 6500, DType::BF16, 1), (1, 2048, 6400, DType::F16, 2), (4, 576, 7000, DType::F16, 3), (1, 5376, 4096, DType::BF16, 4), (16, 2048, 1004, DType::BF16, 4)] {
@@ -175,7 +176,12 @@ fn fwd_cl_short_chunks() {
     }
     for (b, d, l, dt, w) in [(4, 4096, 512, DType::BF16, 4), (4, 256, 4096, DType::BF16, 4), (1, 2048, 4096, DType::F16, 3), (4, 576, 2000, DType::BF16, 1)] {
         let h = g(b, d, l, dt, w);
-        assert!(h.chunk == 64 && h.n_blocks <= 4 * 132 * 6, "{b}x{d}x{l}");
+        assert!(h.chunk == 88 && h.n_blocks <= 2 * 132 * 6, "{b}x{d}x{l}");
+    }
+    assert_eq!(g(4, 256, 4096, DType::BF16, 4).n_blocks, 4 * 4 * 47);
+    for (b, d, l, dt, w) in [(1, 2048, 4401, DType::BF16, 4), (1, 5376, 2048, DType::F16, 2)] {
+        let h = g(b, d, l, dt, w);
+        assert!(h.chunk == 64 && h.n_blocks <= 4 * 132 * 6 && h.n_blocks / h.n_chunks * ceil_div(l, 88) > 2 * 132 * 6, "{b}x{d}x{l}");
     }
     // chunks under a tile (few short rows) stay
     assert!(g(2, 64, 256, DType::BF16, 4).chunk < 64);
@@ -215,7 +221,8 @@ fn fwd_clw_choice() {
         for w in 1..=8 {
             let want = if w >= 5 { "clw" } else { "cl" };
             assert_eq!(family(dt, 4, 5376, 4096, w), want, "{dt:?} W = {w}");
-            assert_eq!(family(dt, 4, 256, 4096, w), want);
+            // (one wave of 88-token chunks at W <= 4: fwd_cl11)
+            assert_eq!(family(dt, 4, 256, 4096, w), if w >= 5 { "clw" } else { "cl11" });
             assert_eq!(family(dt, 3, 72, 1000, w), want, "a partial channel tile");
         }
         // 4 x 84 tiles x 16 chunks = 5376 blocks >= 2 x 132 x 8: chunks of 256
@@ -427,9 +434,11 @@ fn fwd_channel_last_geometry() {
     for (b, d, l) in [(4, 5376, 4096), (8, 2048, 1024), (1, 100, 3), (2, 8, 1)] {
         let p = fwd_plan(inputs(DType::BF16, b, d, l, 3, cl(b, d, l)));
         let v = fwd_launches_pt(&p, &mi300(), Some(0), Some(0)).unwrap();
-        assert_eq!(v[0].kernel, "ccv1d_fwd_cl_bf16_w3");
-        check_grid(&v[0]);
         let k = params_of(&v[0]);
+        // 8x2048x1024: 1.7 waves of 88-token chunks on the MI300's 304 CUs
+        assert_eq!(v[0].kernel, if k.chunk == 88 { "ccv1d_fwd_cl11_bf16_w3" } else { "ccv1d_fwd_cl_bf16_w3" });
+        assert_eq!(k.chunk == 88, (b, d, l) == (8, 2048, 1024));
+        check_grid(&v[0]);
         assert_eq!(k.chunk % CL_SUB, 0);
         assert_eq!(k.n_ctiles, ceil_div(d, CL_CC));
         assert_eq!(k.n_blocks, b * k.n_ctiles * k.n_chunks);
@@ -1112,7 +1121,7 @@ fn update_launch() {
 #[test]
 fn names_are_the_instantiated_set() {
     let names = all_kernel_names();
-    assert_eq!(names.len(), 3 * (20 * 8 + 2 + 2 * 4) + 2);
+    assert_eq!(names.len(), 3 * (20 * 8 + 2 + 2 * 4) + 2 * 4 + 2);
     let set: std::collections::HashSet<_> = names.iter().collect();
     assert_eq!(set.len(), names.len());
     assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

@@ -170,17 +170,20 @@ pub(super) fn cl_fit(backward: bool, dt: DType, width: i64) -> ClFit {
 ///   in chunks of 64 (235.8 / 236.0 against 255.3 / 255.0; in 32: 267.0 / 262.2). W = 7 / 8 keep
 ///   theirs (316.2 / 279.7 in chunks of 64 against 257.6 / 256.1).
 /// - 16-bit at W <= 4 in chunks of 88 tokens on `fwd_cl11` (one 11-token burst a lane), up to
-///   FWD_CL_LONG_WAVES waves of them (session 33, bf16 SiLU, µs, against the rule below): H100 4x256x4096 (0.95 waves instead of 1.3) 8.9 -> 8.7-8.9 (no activation 8.3 ->
-///   7.9), 4x4096x512 14.9 -> 14.8, 1x2048x4096 14.9 -> 14.5; H200 8.5 -> 7.5, 13.8 -> 12.8, 13.7
-///   -> 12.5. On bigger grids 88 lost on the H200 (4x5376x4096 95.1 -> 98.3, 8x2048x1024 21.6 ->
-///   22.0; H100 122.0 -> 120.6, 26.1 -> 26.2), and 176 (two steps) lost on the H100 (125.8).
+///   FWD_CL_LONG_WAVES waves of them (session 33, bf16 SiLU, µs, against the rule below): H100
+///   4x256x4096 (0.95 waves instead of 1.3) 8.9 -> 8.7-8.8 (no activation 8.2 -> 7.8-7.9),
+///   4x4096x512 14.9 -> 14.8, 1x2048x4096 14.9 -> 14.6; H200 8.4 -> 7.5-7.7, 13.7-13.8 -> 12.8,
+///   13.6-13.7 -> 12.5. On bigger grids 88 lost on the H200 (4x5376x4096 95.1 -> 98.3,
+///   8x2048x1024 21.6 -> 22.0; H100 122.0 -> 120.6, 26.1 -> 26.2), and 176 (two bursts a lane)
+///   lost on the H100 (125.8).
 /// - Past that, `fwd_cl`'s burst walk (fwd_cl.hip) in chunks of 64 tokens (one 8-token step a
-///   lane) up to FWD_CL_FINE_WAVES waves of them, else 128: session 27, bf16 SiLU, 64 against the chunks of before (128 from two waves
-///   on, else one wave): 4x256x2048 5.5 / 5.7, 1x256x4096 4.1 / 4.3; 1x5376x4096 and 8x5376x512
-///   (6.8 waves) 33.3-33.4 / 33.5-33.6, 8x2048x1024 (5.2 waves) 26.1 / 26.1, but 26.3-26.5 /
-///   25.9-26.0 in the full bench; 2x5376x4096 (13.6 waves) 63.6 / 63.0, 4x5376x4096 124.0 / 121.9
-///   (128 had beaten the one-wave chunks there in session 14: 122.9 against 128.2). W >= 5 keeps
-///   its chunks (W = 5 139.3 in chunks of 128 against 136.9).
+///   lane) up to FWD_CL_FINE_WAVES waves of them, else 128: session 27, bf16 SiLU, 64 against
+///   the chunks of before (128 from two waves on, else one wave): 4x256x2048 5.5 / 5.7,
+///   1x256x4096 4.1 / 4.3; 1x5376x4096 and 8x5376x512 (6.8 waves) 33.3-33.4 / 33.5-33.6,
+///   8x2048x1024 (5.2 waves) 26.1 / 26.1, but 26.3-26.5 / 25.9-26.0 in the full bench;
+///   2x5376x4096 (13.6 waves) 63.6 / 63.0, 4x5376x4096 124.0 / 121.9 (128 had beaten the
+///   one-wave chunks there in session 14: 122.9 against 128.2). W >= 5 keeps its chunks (W = 5
+///   139.3 in chunks of 128 against 136.9).
 /// The `CCV1D_CL_TILES` / `CCV1D_CL_CHUNK` knobs set the chunk instead.
 pub(super) fn fwd_cl_geometry(batch: i64, dim: i64, seqlen: i64, dt: DType, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     let fit = cl_fit(false, dt, width);

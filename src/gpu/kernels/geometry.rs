@@ -210,7 +210,7 @@ const FWD_CL_FINE_WAVES: i64 = 4;
 /// The 16-bit forward's long-burst chunk at W <= 4: one step of `CCV_CL_BURST_LONG` tokens
 /// (instances.h) for each of the 8 lanes of `fwd_cl11` (128 threads / 16 groups of 4 channels),
 /// taken up to FWD_CL_LONG_WAVES waves of such blocks.
-const FWD_CL_LONG_CHUNK: i64 = 8 * 11;
+pub(super) const FWD_CL_LONG_CHUNK: i64 = 8 * 11;
 const FWD_CL_LONG_WAVES: i64 = 2;
 
 /// Whether a channel-last forward of x's dtype `dt` at `width` in chunks of `chunk` tokens runs

@@ -104,6 +104,8 @@ fn flags_and_shapes_match_headers() {
     // bwd_cls one of the arms of its per-width choice
     let cv16 = header_macro_arms(INSTANCES_H, "CCV_CL_BWD_CV_16(W)");
     assert!(!cv16.is_empty());
+    // fwd_cl11's chunk is one CCV_CL_BURST_LONG burst for each of its lanes (4 channels a thread)
+    assert_eq!(FWD_CL_LONG_CHUNK, NT as i64 / (CL_CC / 4) * header_define(INSTANCES_H, "CCV_CL_BURST_LONG"));
     for cv in [vec![4, header_define(INSTANCES_H, "CCV_CL_BWD_CV_f32")], cv16].concat() {
         let lanes = NT as i64 / (CL_CC / cv);
         assert_eq!(CL_SUB % lanes, 0, "CL_SUB {CL_SUB} against {lanes} lanes");

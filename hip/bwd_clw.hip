@@ -8,7 +8,9 @@
 // / 2 tokens x 64 channels, into the group's ring slot (R - 1 steps in flight, no registers held;
 // R = rows_log2, 2 to CCV_CLW_RING slots, chosen by kernels.rs per grid); after the wait and a
 // warp sync each thread reads its two channels of those tokens from shared memory (consecutive 4-
-// or 8-byte words: no bank conflicts). The math per token is bwd_cls's (ClBwdWalk, clbwd.h):
+// or 8-byte words: no bank conflicts). On grids of several waves (CCV_F_CLW_HALO) the tokens a
+// group shares with the next one are copied at its start instead, into its halo (bwd_clw_rows).
+// The math per token is bwd_cls's (ClBwdWalk, clbwd.h):
 //   g(q) = dout(q) * act'(pre(q));  dweight/dbias += g(q) * x(q-K+k) for q in [s0, s1);
 //   dx(q-K) = sum_k w[k] g(q-k) (+ dfinal) once q - K >= s0,
 // walking q over [s0, s1 + K) with x from s0 - K (initial state or 0 before the row start).
@@ -17,6 +19,14 @@
 #include "instances.h"
 #include "clbwd.h"
 
+// Blocks a SM holds at `blocks` a SM by launch bound and `smem` bytes of shared memory (`red` at
+// least) each
+constexpr int clw_resident(int smem, int red, int blocks) {
+  return CCV_SMEM_PER_SM / ((smem > red ? smem : red) + CCV_SMEM_RESERVE) < blocks
+             ? CCV_SMEM_PER_SM / ((smem > red ? smem : red) + CCV_SMEM_RESERVE)
+             : blocks;
+}
+
 // The block's shape, and its shared memory: the groups' rings during the walk, the partials after
 template <typename T, int W> struct ClwShape : ClwGroups<T, CCV_NT_bwd_clw> {
   typedef ClwGroups<T, CCV_NT_bwd_clw> G;
@@ -24,7 +34,14 @@ template <typename T, int W> struct ClwShape : ClwGroups<T, CCV_NT_bwd_clw> {
   static constexpr int CPT = CCV_CLW_COPIES, TS = CPT * UJ, R = CCV_CLW_RING;  // R: the most slots
   static constexpr int SLOT = 2 * TS * G::CC;  // elements of one ring slot: x tokens, then dout tokens
   static constexpr int RING = G::NG * R * SLOT * (int)sizeof(T), RED = G::NG * G::CC * (W + 1) * 4;
-  static constexpr int SMEM = RING > RED ? RING : RED;
+  // The groups' halos (bwd_clw_rows): x of [s1 - K, s1 + K) and dout of [s1, s1 + K) each, up to
+  // W = CCV_CLW_HALO_MAXW where static shared memory (48 KB) holds them and they cost no resident
+  // block (not on CDNA, whose 64 KB LDS holds two blocks' rings).
+  static constexpr int HT = 3 * (W - 1), HALO_BYTES = G::NG * HT * G::CC * (int)sizeof(T);
+  static constexpr int BLOCKS = W >= CCV_CLW_WIDE ? CCV_CLW_BLOCKS_WIDE : CCV_CLW_BLOCKS;
+  static constexpr bool HALO = W <= CCV_CLW_HALO_MAXW && RING + HALO_BYTES <= 48 * 1024 && clw_resident(RING + HALO_BYTES, RED, BLOCKS) >= clw_resident(RING, RED, BLOCKS);
+  static constexpr int STAGE = RING + (HALO ? HALO_BYTES : 0);
+  static constexpr int SMEM = STAGE > RED ? STAGE : RED;
   static_assert(R >= 2, "clw ring");
 };
 
@@ -72,13 +89,32 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
     const T* yi = (const T*)P.dout + b * P.dout_s[0] + c0 + v_c * V + qi * yt;
     const int R = min(max(P.rows_log2, 2), S::R);  // ring slots in use (uniform)
     T* ring = (T*)smem + grp * (S::R * SLOT);
+    // The halo (CCV_F_CLW_HALO, kernels.rs `clw_halo`): the tokens this group shares with the
+    // next one (x of [s1 - K, s1 + K): the next group's window and first tokens; dout of [s1, s1 +
+    // K)) are copied at the walk's start, when the next group (or block) reads them too. Copied by
+    // the ring at the walk's end, on grids of several waves, they had left L2 and came from DRAM
+    // a second time. With the halo the ring copies x below hx0 and dout below hy0 only, and the
+    // steps from hx0 on take the rest from the halo (thread gi copies vector i % VPT of token
+    // i / VPT, i = gi, gi + 32, ..).
+    const bool hon = S::HALO && (P.flags & CCV_F_CLW_HALO);
+    const int hx0 = hon ? max(s0, s1 - K) : qload, hy0 = hon ? s1 : qload;
+    T* halo = (T*)smem + NG * S::R * SLOT + grp * (S::HT * CC);
+    auto copy_halo = [&]() {
+      const int64_t xb = b * P.x_s[0] + c0, yb = b * P.dout_s[0] + c0;
+      for (int i = gi; i < S::HT * VPT; i += S::GS) {
+        const int ht = i / VPT, v = i % VPT, q = ht < 2 * K ? s1 - K + ht : s1 - 2 * K + ht;
+        const bool in = c0 + v * V < D && q < qload && q >= (ht < 2 * K ? hx0 : s1);
+        const T* src = ht < 2 * K ? (const T*)P.x + xb + q * xt : (const T*)P.dout + yb + q * yt;
+        ccv_cp16(halo + ht * CC + v * V, src + v * V, in);
+      }
+    };
     auto issue = [&](int slot) {
       T* s = ring + slot * SLOT + u_c * CC + v_c * V;
 #pragma unroll
       for (int j = 0; j < CPT; ++j) {
-        const bool in = cin && qi + j * UJ < qload;
-        ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, in);
-        ccv_cp16(s + (TS + j * UJ) * CC, yi + j * UJ * yt, in);
+        const int q = qi + j * UJ;
+        ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, cin && q < hx0);
+        ccv_cp16(s + (TS + j * UJ) * CC, yi + j * UJ * yt, cin && q < hy0);
       }
       ccv_cp_commit();
       qi += TS;
@@ -112,13 +148,29 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
         if (dxq && mine) Q::st(dq, wk.dx(P, rc, c, q - K, tail && dfin_row, L));
         dq += dt;
       };
+      // the halo's copies join the group of the first step's refill: step 0's wait (for slot 0)
+      // does not include them
+      if (hon) copy_halo();
       int slot = 0;
       for (int q0 = s0; q0 < qend; q0 += TS) {
         ccv_warp_sync();  // the slot refilled next was read by every thread at the last step
         issue(slot == 0 ? R - 1 : slot - 1);
         clw_cp_wait<S::R - 1>(R - 1);
         ccv_warp_sync();  // every thread's copies of this step are visible
-        const T* sx = ring + slot * SLOT + gi * CV;
+        T* const sw = ring + slot * SLOT + gi * CV;
+        if (hon && q0 + TS > hx0) {  // this step's halo tokens into the thread's own words
+          if (q0 - s0 < (R - 1) * TS) {  // the halo's group is not yet waited for
+            ccv_cp_wait<0>();
+            ccv_warp_sync();
+          }
+          const int qb = min(q0 + TS, s1 + K);
+#pragma unroll 1
+          for (int q = max(q0, hx0); q < qb; ++q) {
+            *(Raw*)(sw + (q - q0) * CC) = *(const Raw*)(halo + (q - s1 + K) * CC + gi * CV);
+            if (q >= s1) *(Raw*)(sw + (TS + q - q0) * CC) = *(const Raw*)(halo + (q - s1 + 2 * K) * CC + gi * CV);
+          }
+        }
+        const T* sx = sw;
         const T* sy = sx + TS * CC;
         if (q0 >= s0 + K && q0 + TS <= s1) {  // the bulk of the walk
 #pragma unroll

@@ -21,6 +21,10 @@
 #else
 #define CCV_WARP 64                        // host pass only: never used for device code
 #endif
+// Shared memory (LDS) of a CU that blocks can hold, and what each block costs beyond its own
+// (kernels size optional staging so that it does not cost a resident block): CDNA 64 KB.
+#define CCV_SMEM_PER_SM 65536
+#define CCV_SMEM_RESERVE 0
 __device__ __forceinline__ float ccv_shfl_xor(float v, int m) { return __shfl_xor(v, m, CCV_WARP); }
 __device__ __forceinline__ float ccv_shfl(float v, int src) { return __shfl(v, src, CCV_WARP); }
 __device__ __forceinline__ uint32_t ccv_f2u(float f) { return __builtin_bit_cast(uint32_t, f); }
@@ -41,6 +45,15 @@ typedef uint4 ccv_vec16;
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #define CCV_WARP 32
+// (see the AMD branch) sm_90 228 KB, sm_80 164 KB, other archs 100 KB; 1 KB reserved per block
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CCV_SMEM_PER_SM (228 * 1024)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+#define CCV_SMEM_PER_SM (164 * 1024)
+#else
+#define CCV_SMEM_PER_SM (100 * 1024)
+#endif
+#define CCV_SMEM_RESERVE 1024
 __device__ __forceinline__ float ccv_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 __device__ __forceinline__ float ccv_shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 __device__ __forceinline__ uint32_t ccv_f2u(float f) { return __float_as_uint(f); }

@@ -400,6 +400,11 @@
 #ifndef CCV_CLW_BLOCKS_WIDE
 #define CCV_CLW_BLOCKS_WIDE 4
 #endif
+// bwd_clw: the widest instances compiled with the halo (CCV_F_CLW_HALO; kernels.rs's
+// CLW_HALO_MAX_W, at most this, turns it on): at W = 8 its code alone spilled 16 bytes
+#ifndef CCV_CLW_HALO_MAXW
+#define CCV_CLW_HALO_MAXW 5
+#endif
 // fwd_clw: 16-byte copies per thread and step (a step is 1 KB: TS tokens x 64 channels of x),
 // steps in flight per 32-thread group, and the resident blocks its launch bound asks for
 // (kernels.rs's FWD_CLW_BLOCKS_PER_SM mirrors it; 16 KB of shared memory a block)

@@ -42,6 +42,9 @@ step bwd-pt-wide 200 env CCV1D_BWD_PT=4096 CCV1D_TEST_CASES=$(( ${CASES:-1000} /
 # too), then never (bwd_cls also where bwd_clw is the default: 16-bit, W = 3-5); small problems
 # too (CCV1D_BWD_PE=0: not on bwd_pe)
 step cl-bwd-clw-everywhere 200 env CCV1D_CL_BWD=1 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# bwd_clw's halo (CCV1D_CL_BWD=2) on every grid, at every width and dtype it is compiled for:
+# segments shorter than the window, ragged row ends, one-wave grids, and the self-test's cases
+step cl-bwd-clw-halo 240 env CCV1D_CL_BWD=2 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4 && "$2" gpu::kernels::gputest::gpu_bwd_clw --ignored --test-threads=1' "$BIN/ccv1d" "$BIN/sweep" "$BIN/causal_conv1d"
 step cl-bwd-clw-never 200 env CCV1D_CL_BWD=0 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-last forward of simple rows on fwd_clw wherever it can run (f32 and every width too),
 # then never (fwd_cl also where fwd_clw is the default: 16-bit, W >= 5); small problems too

@@ -74,6 +74,7 @@ pub const F_CACHE_SEQLENS: i32 = 1 << 12;
 pub const F_STATES_ANY: i32 = 1 << 13;
 pub const F_DIRECT: i32 = 1 << 14;
 pub const F_STEP_PM: i32 = 1 << 15;
+pub const F_CLW_HALO: i32 = 1 << 16;
 pub const F_W_ROWS: i32 = 1 << 17;
 pub const F_PE_TOKENS: i32 = 1 << 18;
 
@@ -482,7 +483,7 @@ enum Knob {
     /// `CCV1D_FWD_PT`: most 16-byte vectors of a forward on `fwd_pt` (0: never).
     FwdPt,
     /// `CCV1D_CL_BWD`: 0 / 1 = the channel-last backward of simple rows on `bwd_cls` / on
-    /// `bwd_clw` wherever it can run.
+    /// `bwd_clw` wherever it can run; 2 = as 1, with `bwd_clw`'s halo (`clw_halo`) on every grid.
     ClBwd,
     /// `CCV1D_CL_FWD`: 0 / 1 = the channel-last forward of simple rows on `fwd_cl` / on
     /// `fwd_clw` wherever it can run.

@@ -73,6 +73,7 @@ fn flags_and_shapes_match_headers() {
         ("CCV_F_CACHE_SEQLENS", F_CACHE_SEQLENS), ("CCV_F_STATES_ANY", F_STATES_ANY),
         ("CCV_F_DIRECT", F_DIRECT),
         ("CCV_F_STEP_PM", F_STEP_PM),
+        ("CCV_F_CLW_HALO", F_CLW_HALO),
         ("CCV_F_W_ROWS", F_W_ROWS),
         ("CCV_F_PE_TOKENS", F_PE_TOKENS),
 
@@ -117,6 +118,7 @@ fn flags_and_shapes_match_headers() {
     assert_eq!(header_define(INSTANCES_H, "CCV_CLW_BLOCKS_WIDE"), CLW_BLOCKS_PER_SM_WIDE);
     assert_eq!(header_define(INSTANCES_H, "CCV_CLW_WIDE"), CLW_WIDE);
     assert_eq!(header_define(INSTANCES_H, "CCV_CLW_RING"), CLW_RING as i64);
+    assert!(CLW_HALO_MAX_W <= header_define(INSTANCES_H, "CCV_CLW_HALO_MAXW"), "bwd_clw's halo on instances without it");
     assert_eq!(header_define(INSTANCES_H, "CCV_FWD_CLW_BLOCKS"), FWD_CLW_BLOCKS_PER_SM);
     // bwd_cfw's launch bounds (W <= 4, then above) as bwd_cf_blocks_per_sm mirrors them
     for dt in ["f32", "f16", "bf16"] {
@@ -822,6 +824,8 @@ fn bwd_clw_choice() {
         let k = params_of(&v[0]);
         assert_eq!((k.chunk, k.rows_log2), (chunk, ring), "{b}x{d}x{l} W = {w}");
         assert_eq!(ring > 2, k.n_blocks >= 2 * 132 * clw_blocks_per_sm(w));
+        // the halo on grids of two waves or more up to CLW_HALO_MAX_W
+        assert_eq!(k.flags & F_CLW_HALO != 0, ring > 2 && w <= CLW_HALO_MAX_W, "{b}x{d}x{l} W = {w}");
     }
     // W = 7 where 512-token chunks make less than two waves (8x2048x1024: 512 blocks): the
     // stream geometry's chunks

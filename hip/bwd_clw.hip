@@ -151,6 +151,14 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
       // the halo's copies join the group of the first step's refill: step 0's wait (for slot 0)
       // does not include them
       if (hon) copy_halo();
+      // EDGES: the walk's first step and the K tokens past its end (when it ends on a step) get
+      // their own unrolled copies of the bulk step, with the per-token flags known at compile
+      // time. The token-by-token path took 2.5 times the instructions a token (SASS, bf16 W = 4),
+      // and a 64-token walk spent 11 of its 67 tokens there. H100 (docs/perf.md session 34, call D,
+      // bf16 SiLU, µs): 1x5376x4096 57.1 -> 54.9, 4x4096x512 24.9 -> 24.4, 4x256x4096 15.0 -> 14.8,
+      // 8x2048x1024 42.4 -> 42.1, 4x5376x4096 even (W = 2 190.6 -> 191.3); at W = 5 and 8 the
+      // copies spilled (16 / 80 bytes; f16 W = 8 211.2 -> 258.3), so only up to W = 4.
+      constexpr bool EDGES = W <= 4 && K <= TS;
       int slot = 0;
       for (int q0 = s0; q0 < qend; q0 += TS) {
         ccv_warp_sync();  // the slot refilled next was read by every thread at the last step
@@ -175,6 +183,12 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
         if (q0 >= s0 + K && q0 + TS <= s1) {  // the bulk of the walk
 #pragma unroll
           for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, true, false);
+        } else if (EDGES && q0 == s0 && q0 + TS <= s1) {  // the first step of a walk of a step or more
+#pragma unroll
+          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, u >= K, false);
+        } else if (EDGES && q0 == s1 && q0 - K >= s0) {  // the K tokens past a walk ending on a step
+#pragma unroll
+          for (int u = 0; u < (EDGES ? K : 0); ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), false, true, true);
         } else {
 #pragma unroll 1
           for (int u = 0; u < TS; ++u) {

@@ -430,22 +430,23 @@ fn clw_ring(g: &MainGeom, width: i64, dev: &DeviceInfo) -> i32 {
 
 /// Whether `bwd_clw`'s groups copy their late tokens (x of the last K, x and dout of the K after
 /// the walk) at their start, when the next group reads them too (`CCV_F_CLW_HALO`, bwd_clw.hip):
-/// on grids of two waves or more at W <= CLW_HALO_MAX_W. There the ring copied them at the walk's
-/// end, after the next group's copies had left L2, so DRAM served them twice (H100 ncu, bf16
-/// 4x5376x4096 SiLU: 373.8 MB read against 352.3; with the halo 354.7). H100, docs/perf.md
-/// session 34 (calls B and C, bf16 SiLU, µs, without / with): 4x5376x4096 W = 4 199.5 / 194.6,
-/// no activation 197.5 / 193.4, W = 3 195.5 / 192.3, W = 2 192.3 / 190.6, 2x5376x4096 103.5 /
-/// 101.9; slower at W = 6 (203.0 / 206.6) and W = 8 (214.6 / 217.1), where the extra copies and
-/// instructions cost more than the bytes, and on grids under two waves, where nothing left L2
-/// (4x256x4096 14.8 / 15.4, 8x2048x1024 42.2 / 42.6, 1x5376x4096 55.2 / 55.8).
-/// `CCV1D_CL_BWD=2` turns it on wherever it is compiled (tests).
+/// on grids of CLW_HALO_WAVES waves or more at W <= CLW_HALO_MAX_W. There the ring copied them at
+/// the walk's end, after the next group's copies had left L2, so DRAM served them twice (H100 ncu,
+/// bf16 4x5376x4096 SiLU: 373.8 MB read against 352.3; with the halo 354.7). H100, docs/perf.md
+/// session 34 (calls B-D, bf16 SiLU, µs, without / with): 4x5376x4096 W = 4 199.5 / 194.6, no
+/// activation 197.5 / 193.4, W = 5 205.0 / 198.3, W = 3 195.5 / 192.3, W = 2 192.3 / 190.6,
+/// 2x5376x4096 (4 waves) 103.5 / 101.9; slower at W = 6 (203.0 / 206.6) and W = 8 (214.6 /
+/// 217.1), where the extra copies and instructions cost more than the bytes, and on smaller grids,
+/// where less left L2 (1x5376x4096, 2.04 waves, 55.2 / 55.8-57.1; one wave: 4x256x4096 14.8 /
+/// 15.4, 8x2048x1024 42.2 / 42.6). `CCV1D_CL_BWD=2` turns it on wherever it is compiled (tests).
 fn clw_halo(g: &MainGeom, width: i64, dev: &DeviceInfo) -> bool {
-    knob(Knob::ClBwd) == Some(2) || (width <= CLW_HALO_MAX_W && g.n_blocks >= 2 * clw_wave(dev, width))
+    knob(Knob::ClBwd) == Some(2) || (width <= CLW_HALO_MAX_W && g.n_blocks >= CLW_HALO_WAVES * clw_wave(dev, width))
 }
 
 /// The widest `bwd_clw` taking the halo by default (instances.h compiles it up to
-/// `CCV_CLW_HALO_MAXW`).
-pub(super) const CLW_HALO_MAX_W: i64 = 4;
+/// `CCV_CLW_HALO_MAXW`), and the fewest waves of blocks.
+pub(super) const CLW_HALO_MAX_W: i64 = 5;
+pub(super) const CLW_HALO_WAVES: i64 = 3;
 
 /// `bwd_clw`'s most ring slots (`CCV_CLW_RING`).
 pub(super) const CLW_RING: i32 = 4;

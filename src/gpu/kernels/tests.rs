@@ -816,7 +816,15 @@ fn bwd_clw_choice() {
         (16, 5376, 512, 8, 512, 4),
         (1, 5376, 4096, 8, 704, 2),
         (8, 5376, 512, 7, 256, 4),
+        (4, 5376, 4096, 5, 256, 4),
+        (2, 5376, 4096, 4, 256, 4),
     ];
+    // the halo: 4x5376x4096 at W = 2-5 and 2x5376x4096 (4 waves), not 1x5376x4096 (2.04 waves)
+    let halo = |b: i64, w: i64| {
+        let v = bwd_launches(&bwd_plan(inputs(DType::BF16, b, 5376, 4096, w, cl(b, 5376, 4096))), &h100(), 0x8000_0000).unwrap();
+        params_of(&v[0]).flags & F_CLW_HALO != 0
+    };
+    assert!((2..=5).all(|w| halo(4, w)) && !halo(4, 6) && halo(2, 4) && !halo(1, 4));
     for (b, d, l, w, chunk, ring) in rings {
         let p = bwd_plan(inputs(DType::BF16, b, d, l, w, cl(b, d, l)));
         let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
@@ -824,8 +832,9 @@ fn bwd_clw_choice() {
         let k = params_of(&v[0]);
         assert_eq!((k.chunk, k.rows_log2), (chunk, ring), "{b}x{d}x{l} W = {w}");
         assert_eq!(ring > 2, k.n_blocks >= 2 * 132 * clw_blocks_per_sm(w));
-        // the halo on grids of two waves or more up to CLW_HALO_MAX_W
-        assert_eq!(k.flags & F_CLW_HALO != 0, ring > 2 && w <= CLW_HALO_MAX_W, "{b}x{d}x{l} W = {w}");
+        // the halo on grids of CLW_HALO_WAVES waves or more up to CLW_HALO_MAX_W
+        let halo = k.n_blocks >= CLW_HALO_WAVES * 132 * clw_blocks_per_sm(w) && w <= CLW_HALO_MAX_W;
+        assert_eq!(k.flags & F_CLW_HALO != 0, halo, "{b}x{d}x{l} W = {w}");
     }
     // W = 7 where 512-token chunks make less than two waves (8x2048x1024: 512 blocks): the
     // stream geometry's chunks

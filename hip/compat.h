@@ -45,8 +45,9 @@ typedef uint4 ccv_vec16;
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #define CCV_WARP 32
-// (see the AMD branch) sm_90 228 KB, sm_80 164 KB, other archs 100 KB; 1 KB reserved per block
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// (see the AMD branch) sm_90 228 KB, sm_80 164 KB, others taken as 100 KB (sm_86 / sm_89; less
+// only makes optional staging drop out); 1 KB reserved per block
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
 #define CCV_SMEM_PER_SM (228 * 1024)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
 #define CCV_SMEM_PER_SM (164 * 1024)

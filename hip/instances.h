@@ -401,7 +401,8 @@
 #define CCV_CLW_BLOCKS_WIDE 4
 #endif
 // bwd_clw: the widest instances compiled with the halo (CCV_F_CLW_HALO; kernels.rs's
-// CLW_HALO_MAX_W, at most this, turns it on): at W = 8 its code alone spilled 16 bytes
+// CLW_HALO_MAX_W, at most this, turns it on). W = 6 and 8 ran slower with it (docs/perf.md,
+// session 34), so their instances keep the code and the shared memory of before.
 #ifndef CCV_CLW_HALO_MAXW
 #define CCV_CLW_HALO_MAXW 5
 #endif

@@ -188,7 +188,7 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
           for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, u >= K, false);
         } else if (EDGES && q0 == s1 && q0 - K >= s0) {  // the K tokens past a walk ending on a step
 #pragma unroll
-          for (int u = 0; u < (EDGES ? K : 0); ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), false, true, true);
+          for (int u = 0; u < K; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), false, true, true);
         } else {
 #pragma unroll 1
           for (int u = 0; u < TS; ++u) {

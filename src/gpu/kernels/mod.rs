@@ -483,7 +483,8 @@ enum Knob {
     /// `CCV1D_FWD_PT`: most 16-byte vectors of a forward on `fwd_pt` (0: never).
     FwdPt,
     /// `CCV1D_CL_BWD`: 0 / 1 = the channel-last backward of simple rows on `bwd_cls` / on
-    /// `bwd_clw` wherever it can run; 2 = as 1, with `bwd_clw`'s halo (`clw_halo`) on every grid.
+    /// `bwd_clw` wherever it can run; 2 = as 1, with `bwd_clw`'s halo (`clw_halo`) on every grid
+    /// at the widths it is compiled for (`CCV_CLW_HALO_MAXW`).
     ClBwd,
     /// `CCV1D_CL_FWD`: 0 / 1 = the channel-last forward of simple rows on `fwd_cl` / on
     /// `fwd_clw` wherever it can run.

@@ -19,14 +19,6 @@
 #include "instances.h"
 #include "clbwd.h"
 
-// Blocks a SM holds at `blocks` a SM by launch bound and `smem` bytes of shared memory (`red` at
-// least) each
-constexpr int clw_resident(int smem, int red, int blocks) {
-  return CCV_SMEM_PER_SM / ((smem > red ? smem : red) + CCV_SMEM_RESERVE) < blocks
-             ? CCV_SMEM_PER_SM / ((smem > red ? smem : red) + CCV_SMEM_RESERVE)
-             : blocks;
-}
-
 // The block's shape, and its shared memory: the groups' rings during the walk, the partials after
 template <typename T, int W> struct ClwShape : ClwGroups<T, CCV_NT_bwd_clw> {
   typedef ClwGroups<T, CCV_NT_bwd_clw> G;

@@ -734,6 +734,13 @@ template <typename T, int NT_> struct ClwGroups {
   static constexpr int V = Tr<T>::V, VPT = CC / V;
   static_assert(GS % VPT == 0 && NT % GS == 0, "clw groups");
 };
+// Blocks a SM holds at `blocks` a SM by launch bound and `smem` bytes of shared memory (`red` at
+// least) each: the ring kernels add optional staging only where it costs no resident block
+constexpr int clw_resident(int smem, int red, int blocks) {
+  return CCV_SMEM_PER_SM / ((smem > red ? smem : red) + CCV_SMEM_RESERVE) < blocks
+             ? CCV_SMEM_PER_SM / ((smem > red ? smem : red) + CCV_SMEM_RESERVE)
+             : blocks;
+}
 struct ClwLane {
   int64_t b, chunk, c0, c;
   int gi, grp, s0, s1;

@@ -11,21 +11,27 @@
 // (consecutive 4- or 8-byte words: no bank conflicts) and stores its two outputs of each token:
 //   out(q) = act(bias + sum_k w[k] x(q - K + k)),
 // with x before the row start from the initial state (or 0). No block barrier: a group that has
-// no token leaves at once.
+// no token leaves at once. On grids of two waves or more (CCV_F_CLW_HALO) a group copies its last
+// K tokens, the next group's window, at its start (bwd_clw's halo, x only).
 #include "instances.h"
 
-template <typename T> struct FwdClwShape : ClwGroups<T, CCV_NT_fwd_clw> {
+template <typename T, int W> struct FwdClwShape : ClwGroups<T, CCV_NT_fwd_clw> {
   typedef ClwGroups<T, CCV_NT_fwd_clw> G;
   static constexpr int UJ = G::GS / G::VPT;  // tokens of one copy round
   static constexpr int CPT = CCV_FWD_CLW_COPIES, TS = CPT * UJ, R = CCV_FWD_CLW_RING;
   static constexpr int SLOT = TS * G::CC;  // elements of one ring slot
-  static constexpr int SMEM = G::NG * R * SLOT * (int)sizeof(T);
+  static constexpr int RING = G::NG * R * SLOT * (int)sizeof(T);
+  // The groups' halos (fwd_clw_rows): x of [s1 - K, s1) each, where it costs no resident block
+  static constexpr int HALO_BYTES = G::NG * (W - 1) * G::CC * (int)sizeof(T);
+  static constexpr bool HALO = W > 1 && RING + HALO_BYTES <= 48 * 1024 &&
+                               clw_resident(RING + HALO_BYTES, 0, CCV_FWD_CLW_BLOCKS) >= clw_resident(RING, 0, CCV_FWD_CLW_BLOCKS);
+  static constexpr int SMEM = RING + (HALO ? HALO_BYTES : 0);
   static_assert(R >= 2, "fwd_clw ring");
 };
 
 template <typename T, int W, bool SILU>
 CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
-  typedef FwdClwShape<T> S;
+  typedef FwdClwShape<T, W> S;
   constexpr int K = W - 1, CV = S::CV, CC = S::CC;
   constexpr int V = S::V, VPT = S::VPT, UJ = S::UJ, CPT = S::CPT, TS = S::TS, R = S::R, SLOT = S::SLOT;
   typedef QN<T, CV> Q;
@@ -54,10 +60,17 @@ CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
   int qi = s0 + u_c;
   const T* xi = (const T*)P.x + b * P.x_s[0] + c0 + v_c * V + (int64_t)qi * xt;
   T* ring = smem + grp * (R * SLOT);
+  // The halo (CCV_F_CLW_HALO; bwd_clw's, x only): the group's last K tokens are the next group's
+  // window, which that group loads at its start; copied by the ring at this walk's end, on grids
+  // of several waves, they would come from DRAM a second time. So they are copied at the start,
+  // into the group's halo, and the steps from hx0 on take them from there.
+  const bool hon = S::HALO && (P.flags & CCV_F_CLW_HALO);
+  const int hx0 = hon ? max(s0, s1 - K) : s1;
+  T* halo = smem + S::NG * R * SLOT + grp * (K * CC);
   auto issue = [&](int slot) {
     T* s = ring + slot * SLOT + u_c * CC + v_c * V;
 #pragma unroll
-    for (int j = 0; j < CPT; ++j) ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, cin && qi + j * UJ < s1);
+    for (int j = 0; j < CPT; ++j) ccv_cp16(s + j * UJ * CC, xi + j * UJ * xt, cin && qi + j * UJ < hx0);
     ccv_cp_commit();
     qi += TS;
     xi += TS * xt;
@@ -101,13 +114,30 @@ CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
     op += ot;
   };
 
+  if (hon) {  // (joins the group of the first step's refill, as in bwd_clw)
+    const T* xb = (const T*)P.x + b * P.x_s[0] + c0;
+    for (int i = gi; i < K * VPT; i += S::GS) {
+      const int ht = i / VPT, v = i % VPT, q = s1 - K + ht;
+      ccv_cp16(halo + ht * CC + v * V, xb + v * V + (int64_t)q * xt, c0 + v * V < D && q >= hx0);
+    }
+  }
   int slot = 0;
   for (int q0 = s0; q0 < s1; q0 += TS) {
     ccv_warp_sync();  // the slot refilled next was read by every thread at the last step
     issue(slot == 0 ? R - 1 : slot - 1);
     ccv_cp_wait<R - 1>();
     ccv_warp_sync();  // every thread's copies of this step are visible
-    const T* sx = ring + slot * SLOT + gi * CV;
+    T* const sw = ring + slot * SLOT + gi * CV;
+    if (hon && q0 + TS > hx0) {  // this step's halo tokens into the thread's own words
+      if (q0 - s0 < (R - 1) * TS) {  // the halo's group is not yet waited for
+        ccv_cp_wait<0>();
+        ccv_warp_sync();
+      }
+      const int qb = min(q0 + TS, s1);
+#pragma unroll 1
+      for (int q = max(q0, hx0); q < qb; ++q) *(Raw*)(sw + (q - q0) * CC) = *(const Raw*)(halo + (q - s1 + K) * CC + gi * CV);
+    }
+    const T* sx = sw;
     if (q0 + TS <= s1) {
 #pragma unroll
       for (int u = 0; u < TS; ++u) token(*(const Raw*)(sx + u * CC));
@@ -123,7 +153,7 @@ CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
 // the activation is a compile-time choice: no per-element test in the walk
 template <typename T, int W>
 CCV_DEV void fwd_clw_body(const ccv_params& P) {
-  __shared__ float4 smem[FwdClwShape<T>::SMEM / 16];
+  __shared__ float4 smem[FwdClwShape<T, W>::SMEM / 16];
   if (P.flags & CCV_F_SILU) {
     fwd_clw_rows<T, W, true>(P, (T*)smem);
   } else {

@@ -50,6 +50,10 @@ step cl-bwd-clw-never 200 env CCV1D_CL_BWD=0 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$((
 # then never (fwd_cl also where fwd_clw is the default: 16-bit, W >= 5); small problems too
 # (CCV1D_FWD_PE=0: not on fwd_pe)
 step cl-fwd-clw-everywhere 200 env CCV1D_CL_FWD=1 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# fwd_clw's halo (CCV1D_CL_FWD=2: fwd_clw wherever it can run, with the halo on every grid; by
+# default only on grids of two waves or more): short and ragged walks, one-wave grids, f32 and
+# every width, then `gpu_fwd_clw`'s cases with it
+step cl-fwd-clw-halo 200 env CCV1D_CL_FWD=2 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4 && "$2" gpu::kernels::gputest::gpu_fwd_clw --ignored --test-threads=1' "$BIN/ccv1d" "$BIN/sweep" "$BIN/causal_conv1d"
 step cl-fwd-clw-never 200 env CCV1D_CL_FWD=0 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step seeds 60 "$BIN/seeds"
 step validation 120 "$BIN/validation" --include-ignored

@@ -62,6 +62,9 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
             } else {
                 layout.tag()
             };
+            if clw && fwd_clw_halo(&km, dev) {
+                km.flags |= F_CLW_HALO;
+            }
             v.push(launch(format!("ccv1d_fwd_{family}_{}_w{}", dt_name(dt), inp.width), km.n_blocks, NT, &km));
         }
     }
@@ -178,6 +181,17 @@ fn fwd_warp_spans(p: &FwdPlan, dev: &DeviceInfo) -> bool {
     cf_warp_spans(inp, &[&inp.x, &p.out], faster, dev)
 }
 
+/// Whether `fwd_clw`'s groups copy their last K tokens (the next group's window) at their start
+/// (`CCV_F_CLW_HALO`, fwd_clw.hip; bwd_clw's halo, x only): on grids of FWD_CLW_HALO_WAVES waves or
+/// more, where the ring's copies at a walk's end came from DRAM a second time. H100 (docs/perf.md
+/// session 35, bf16 SiLU, µs): 4x5376x4096 W = 5-8 129.0-131.1 -> 127.6-128.9, 2x5376x4096 W = 5
+/// 66.7 -> 66.4; one-wave grids lost (4x4096x512 15.6 -> 16.2, 8x2048x1024 28.4 -> 28.5-28.8).
+/// `CCV1D_CL_FWD=2` turns it on everywhere (tests).
+fn fwd_clw_halo(k: &KParams, dev: &DeviceInfo) -> bool {
+    knob(Knob::ClFwd) == Some(2) || k.n_blocks >= FWD_CLW_HALO_WAVES * dev.multiprocessors.max(1) as i64 * FWD_CLW_BLOCKS_PER_SM
+}
+pub(super) const FWD_CLW_HALO_WAVES: i64 = 2;
+
 /// Resident `fwd_clw` blocks per multiprocessor: its launch bound (`CCV_FWD_CLW_BLOCKS`).
 pub(super) const FWD_CLW_BLOCKS_PER_SM: i64 = 8;
 /// `fwd_clw`'s tokens per block on grids of at least two waves (`fwd_clw_geometry`).
@@ -200,7 +214,7 @@ fn fwd_clw(p: &FwdPlan) -> bool {
         && inp.dim % (16 / inp.x.dtype.size() as i64) == 0
         && inp.seqlen <= (i32::MAX / 2) as i64;
     match knob(Knob::ClFwd) {
-        Some(v) => allowed && v == 1,
+        Some(v) => allowed && v >= 1,
         None => allowed && inp.x.dtype != DType::F32 && inp.width >= 5,
     }
 }

@@ -487,7 +487,7 @@ enum Knob {
     /// at the widths it is compiled for (`CCV_CLW_HALO_MAXW`).
     ClBwd,
     /// `CCV1D_CL_FWD`: 0 / 1 = the channel-last forward of simple rows on `fwd_cl` / on
-    /// `fwd_clw` wherever it can run.
+    /// `fwd_clw` wherever it can run; 2 = as 1, with `fwd_clw`'s halo (`fwd_clw_halo`) on every grid.
     ClFwd,
     /// `CCV1D_BWD_PT`: `bwd_pt` up to N tokens a channel on any grid and width; 0 = never.
     BwdPt,

@@ -244,6 +244,24 @@ fn fwd_clw_choice() {
     assert_eq!(fwd_launches(&p, &h100()).unwrap()[0].kernel, "ccv1d_fwd_cl_bf16_w6");
 }
 
+/// `fwd_clw`'s halo (`CCV_F_CLW_HALO`) on grids of two waves or more (H100: 2 x 132 x 8 blocks):
+/// 4x5376x4096 (5.09 waves) and 2x5376x4096 (2.55) at W = 5-8 on; the one-wave grids off
+/// (1x5376x4096: 0.88 waves, 8x2048x1024, 4x4096x512 and 4x256x4096: 0.97)
+#[test]
+fn fwd_clw_halo_choice() {
+    let halo = |b: i64, d: i64, l: i64, w: i64| {
+        let v = fwd_launches(&fwd_plan(inputs(DType::BF16, b, d, l, w, cl(b, d, l))), &h100()).unwrap();
+        assert!(v[0].kernel.contains("_clw_"), "{}", v[0].kernel);
+        params_of(&v[0]).flags & F_CLW_HALO != 0
+    };
+    for w in 5..=8 {
+        assert!(halo(4, 5376, 4096, w) && halo(2, 5376, 4096, w), "W = {w}");
+        for (b, d, l) in [(1, 5376, 4096), (8, 2048, 1024), (4, 4096, 512), (4, 256, 4096)] {
+            assert!(!halo(b, d, l, w), "{b}x{d}x{l} W = {w}");
+        }
+    }
+}
+
 /// A `fwd_clw` / `bwd_clw` launch of b x d x l: whole 64-channel tiles, chunks split evenly
 /// over the 4 groups of 32 threads, every token in one chunk, a grid that covers the blocks.
 fn check_clw_geometry(launch: &Launch, b: i64, d: i64, l: i64) {

@@ -50,7 +50,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         let n = ceil_div(inp.dim, 1 << lc);
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
-    if layout == Layout::ChannelLast && bwd_clw(p) {
+    if layout == Layout::ChannelLast && bwd_clw(p, dev) {
         return bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev).map(Some);
     }
     if layout == Layout::ChannelLast && bwd_streams(p) {
@@ -364,16 +364,32 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// session 26, once a block's start took one round trip (docs/perf.md): W = 2 195.9 / 192.7
 /// (8x5376x256 34.2 / 31.7, 4x4096x512 24.0 / 23.4, 1x5376x4096 52.9 / 53.3), W = 6-8 on 4 blocks
 /// a SM 219.0 / 203.5, 222.4 / 207.7, 231.0 / 215.3 (W = 6 4x4096x512 29.7 / 25.5, 8x2048x1024
-/// 50.4 / 43.8). f32 (375 / 383 at W = 4) and W = 1 keep `bwd_cls`. `CCV1D_CL_BWD=0` / `1`: never
-/// / wherever it can run.
-fn bwd_clw(p: &BwdPlan) -> bool {
+/// 50.4 / 43.8). 16-bit W = 1 keeps `bwd_cls`. f32 (375 / 383 at W = 4 in session 26) takes it
+/// since the halo and the walk's edges, at W <= CLW_F32_MAX_W on grids of two waves or more
+/// (session 35, SiLU, µs, `bwd_cls` against it): 4x5376x4096 W = 1-5 370.7 / 364.0, 372.9 /
+/// 367.4, 373.6 / 369.5, 374.6 / 372.6, 384.3 / 374.9 (no activation W = 4 370.5 / 370.8),
+/// 1x5376x4096 (2.04 waves) 103.1 / 102.5, 16x5376x512 195.2 / 190.3, 2x5376x4096 196.9 / 190.4;
+/// not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor on one-wave grids (8x2048x1024 76.3 /
+/// 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). `CCV1D_CL_BWD=0` / `1`: never /
+/// wherever it can run.
+fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let allowed = bwd_streams(p) && inp.dim % (16 / inp.x.dtype.size() as i64) == 0 && inp.seqlen <= (i32::MAX / 2) as i64;
     match knob(Knob::ClBwd) {
         Some(v) => allowed && v >= 1,
-        None => allowed && inp.x.dtype != DType::F32 && inp.width >= 2,
+        None if inp.x.dtype == DType::F32 => {
+            allowed
+                && inp.width <= CLW_F32_MAX_W
+                && bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev)
+                    .is_ok_and(|g| g.n_blocks >= CLW_F32_WAVES * clw_wave(dev, inp.width))
+        }
+        None => allowed && inp.width >= 2,
     }
 }
+
+/// f32's `bwd_clw`: the widest, and the fewest waves of blocks (`bwd_clw`).
+pub(super) const CLW_F32_MAX_W: i64 = 5;
+pub(super) const CLW_F32_WAVES: i64 = 2;
 
 /// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized at its blocks per SM), or chunks of
 /// CLW_CHUNK tokens (64 a warp) wherever rows are that long and those make at least two waves:
@@ -559,7 +575,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
             (fam, NT)
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
-        } else if g.layout == Layout::ChannelLast && bwd_clw(p) {
+        } else if g.layout == Layout::ChannelLast && bwd_clw(p, dev) {
             km.rows_log2 = clw_ring(g, inp.width, dev);
             if clw_halo(g, inp.width, dev) {
                 km.flags |= F_CLW_HALO;

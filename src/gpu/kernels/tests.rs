@@ -813,7 +813,16 @@ fn bwd_clw_choice() {
         assert_eq!(family_on(dt, 4, 5380, 4096, 4, 5384), "cls");
         assert_eq!(family_on(dt, 4, 5376, 4096, 4, 5384), "clw");
     }
-    assert_eq!(family(DType::F32, 4, 5376, 4096, 4), "cls");
+    // f32: at W <= 5 on grids of two waves or more (1x5376x4096: 2.04 waves), else bwd_cls
+    for w in 1..=8 {
+        assert_eq!(family(DType::F32, 4, 5376, 4096, w), if w <= 5 { "clw" } else { "cls" }, "f32 W = {w}");
+    }
+    assert_eq!(family(DType::F32, 1, 5376, 4096, 4), "clw");
+    assert_eq!(family(DType::F32, 16, 5376, 512, 4), "clw");
+    for (b, d, l) in [(8, 2048, 1024), (4, 4096, 512), (4, 256, 4096)] {
+        assert_eq!(family(DType::F32, b, d, l, 4), "cls", "f32 {b}x{d}x{l}");
+    }
+    assert_ne!(family_on(DType::F32, 4, 5374, 4096, 4, 5376), "clw", "D not a multiple of 4");
     // chunks of 256 (from W = 7 on 512) where rows are that long and those make two waves
     // (H100: 2 x 132 x 5 blocks, 2 x 132 x 4 from W = 6), else the stream geometry's; the
     // ring: 2 slots under two waves, else 4 where a warp walks at least 64 tokens, else 3

@@ -37,6 +37,9 @@ template <typename T, int W> struct ClwShape : ClwGroups<T, CCV_NT_bwd_clw> {
   static_assert(R >= 2, "clw ring");
 };
 
+template <typename T> constexpr bool clw_is_bf16 = false;
+template <> constexpr bool clw_is_bf16<ccv_bf16> = true;
+
 // ccv_cp_wait<n>() for a run-time n <= N
 template <int N> CCV_DEV void clw_cp_wait(int n) {
   if constexpr (N > 0) {
@@ -148,9 +151,10 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
       // time. The token-by-token path took 2.5 times the instructions a token (SASS, bf16 W = 4),
       // and a 64-token walk spent 11 of its 67 tokens there. H100 (docs/perf.md session 34, call D,
       // bf16 SiLU, µs): 1x5376x4096 57.1 -> 54.9, 4x4096x512 24.9 -> 24.4, 4x256x4096 15.0 -> 14.8,
-      // 8x2048x1024 42.4 -> 42.1, 4x5376x4096 even (W = 2 190.6 -> 191.3); at W = 5 and 8 the
-      // copies spilled (16 / 80 bytes; f16 W = 8 211.2 -> 258.3), so only up to W = 4.
-      constexpr bool EDGES = W <= 4 && K <= TS;
+      // 8x2048x1024 42.4 -> 42.1, 4x5376x4096 even (W = 2 190.6 -> 191.3); at W = 5 and f16 W = 8
+      // the copies spilled (16 / 80 bytes; f16 W = 8 211.2 -> 258.3), so up to W = 4 and at bf16
+      // W = 8 (no spill; 4x5376x4096 214.8 -> 210.2).
+      constexpr bool EDGES = K <= TS && (W <= 4 || (W == 8 && clw_is_bf16<T>));
       int slot = 0;
       for (int q0 = s0; q0 < qend; q0 += TS) {
         ccv_warp_sync();  // the slot refilled next was read by every thread at the last step

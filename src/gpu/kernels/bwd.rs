@@ -365,13 +365,14 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// (8x5376x256 34.2 / 31.7, 4x4096x512 24.0 / 23.4, 1x5376x4096 52.9 / 53.3), W = 6-8 on 4 blocks
 /// a SM 219.0 / 203.5, 222.4 / 207.7, 231.0 / 215.3 (W = 6 4x4096x512 29.7 / 25.5, 8x2048x1024
 /// 50.4 / 43.8). 16-bit W = 1 keeps `bwd_cls`. f32 (375 / 383 at W = 4 in session 26) takes it
-/// since the halo and the walk's edges, at W <= CLW_F32_MAX_W on grids of two waves or more
-/// (session 35, SiLU, µs, `bwd_cls` against it): 4x5376x4096 W = 1-5 370.7 / 364.0, 372.9 /
+/// since the halo and the walk's edges, at W <= CLW_F32_MAX_W and W = 8 on grids of two waves or
+/// more (session 35, SiLU, µs, `bwd_cls` against it): 4x5376x4096 W = 1-5 370.7 / 364.0, 372.9 /
 /// 367.4, 373.6 / 369.5, 374.6 / 372.6, 384.3 / 374.9 (no activation W = 4 370.5 / 370.8),
 /// 1x5376x4096 (2.04 waves) 103.1 / 102.5, 16x5376x512 195.2 / 190.3, 2x5376x4096 196.9 / 190.4;
-/// not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor on one-wave grids (8x2048x1024 76.3 /
-/// 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). `CCV1D_CL_BWD=0` / `1`: never /
-/// wherever it can run.
+/// W = 8: 4x5376x4096 400.1 / 392.9, 2x5376x4096 213.7 / 203.8, 1x5376x4096 115.6 / 107.2
+/// (16x5376x512 200.4 / 202.0); not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor on one-wave
+/// grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3).
+/// `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
 fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let allowed = bwd_streams(p) && inp.dim % (16 / inp.x.dtype.size() as i64) == 0 && inp.seqlen <= (i32::MAX / 2) as i64;
@@ -379,7 +380,7 @@ fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
         Some(v) => allowed && v >= 1,
         None if inp.x.dtype == DType::F32 => {
             allowed
-                && inp.width <= CLW_F32_MAX_W
+                && (inp.width <= CLW_F32_MAX_W || inp.width == 8)
                 && bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev)
                     .is_ok_and(|g| g.n_blocks >= CLW_F32_WAVES * clw_wave(dev, inp.width))
         }
@@ -387,7 +388,8 @@ fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     }
 }
 
-/// f32's `bwd_clw`: the widest, and the fewest waves of blocks (`bwd_clw`).
+/// f32's `bwd_clw`: the widest below W = 8 (which takes it too), and the fewest waves of blocks
+/// (`bwd_clw`).
 pub(super) const CLW_F32_MAX_W: i64 = 5;
 pub(super) const CLW_F32_WAVES: i64 = 2;
 

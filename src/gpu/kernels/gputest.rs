@@ -1315,8 +1315,8 @@ fn clw_case(dt: DType, lay: Lay, (b, d, l): (usize, usize, usize), si: usize, w:
     o
 }
 
-/// The channel-last backward on `bwd_clw` (16-bit x at W = 2-8, f32 at W <= 5 on grids of two
-/// waves or more; whole 16-byte vectors along D):
+/// The channel-last backward on `bwd_clw` (16-bit x at W = 2-8, f32 at W <= 5 and 8 on grids of
+/// two waves or more; whole 16-byte vectors along D):
 /// contiguous and padded rows, a partial channel tile, segments shorter than the window and not a
 /// multiple of a copy step, one chunk and many, grids of two waves (rings of 3 and 4 slots), and
 /// with states: skipped rows (slot -1 and past the pool), has_initial_state, dfinal,
@@ -1356,10 +1356,10 @@ fn gpu_bwd_clw() {
                 }
             }
         }
-        // f32 takes it by default at W <= 5 on grids of two waves or more: 16x5376x128 (4 waves
+        // f32 takes it by default at W <= 5 and W = 8 on grids of two waves or more: 16x5376x128 (4 waves
         // on an H100), SiLU on and off, with and without states
         for lay in [Lay::Cl, Lay::ClPad] {
-            for w in [1, 3, 5] {
+            for w in [1, 3, 5, 8] {
                 for states in [false, true] {
                     let mut o = clw_case(DType::F32, lay, (16, 5376, 128), 5, w, states, 3);
                     o.silu = !states;

@@ -813,9 +813,9 @@ fn bwd_clw_choice() {
         assert_eq!(family_on(dt, 4, 5380, 4096, 4, 5384), "cls");
         assert_eq!(family_on(dt, 4, 5376, 4096, 4, 5384), "clw");
     }
-    // f32: at W <= 5 on grids of two waves or more (1x5376x4096: 2.04 waves), else bwd_cls
+    // f32: at W <= 5 and W = 8 on grids of two waves or more (1x5376x4096: 2.04 waves), else bwd_cls
     for w in 1..=8 {
-        assert_eq!(family(DType::F32, 4, 5376, 4096, w), if w <= 5 { "clw" } else { "cls" }, "f32 W = {w}");
+        assert_eq!(family(DType::F32, 4, 5376, 4096, w), if w <= 5 || w == 8 { "clw" } else { "cls" }, "f32 W = {w}");
     }
     assert_eq!(family(DType::F32, 1, 5376, 4096, 4), "clw");
     assert_eq!(family(DType::F32, 16, 5376, 512, 4), "clw");

@@ -1356,8 +1356,8 @@ fn gpu_bwd_clw() {
                 }
             }
         }
-        // f32 takes it by default at W <= 5 and W = 8 on grids of two waves or more: 16x5376x128 (4 waves
-        // on an H100), SiLU on and off, with and without states
+        // f32 takes it by default at W <= 5 and W = 8 on grids of two waves or more: 16x5376x128
+        // (4 waves on an H100), SiLU on and off, with and without states
         for lay in [Lay::Cl, Lay::ClPad] {
             for w in [1, 3, 5, 8] {
                 for states in [false, true] {

@@ -26,7 +26,7 @@
 #define CCV_F_STATES_ANY (1 << 13)     // some state tensor exists: slot >= num_slots skips
 #define CCV_F_DIRECT (1 << 14)         // bwd: one partial row; dweight/dbias stored by the main kernel
 #define CCV_F_STEP_PM (1 << 15)        // step: conv_state slots position-major ([state_len, D], channels contiguous)
-#define CCV_F_CLW_HALO (1 << 16)       // bwd_clw: each group copies its late tokens at its start (bwd_clw.hip)
+#define CCV_F_CLW_HALO (1 << 16)       // bwd_clw, fwd_clw: each group copies the tokens it shares with the next group at its start
 #define CCV_F_W_ROWS (1 << 17)         // stepv: weight [D, W] with tap stride 1, bias (if any) stride 1, both aligned to 4 elements
 #define CCV_F_PE_TOKENS (1 << 18)      // fwd_pe, bwd_pe: consecutive threads take consecutive tokens (channel-first x), not channels
 

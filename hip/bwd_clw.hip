@@ -37,6 +37,7 @@ template <typename T, int W> struct ClwShape : ClwGroups<T, CCV_NT_bwd_clw> {
   static_assert(R >= 2, "clw ring");
 };
 
+template <bool B> struct ClwAll { static constexpr bool value = B; };
 template <typename T> constexpr bool clw_is_bf16 = false;
 template <> constexpr bool clw_is_bf16<ccv_bf16> = true;
 
@@ -137,12 +138,21 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
       T* dq = (T*)P.dx + b * P.dx_s[0] + c + (int64_t)(s0 - K) * dt;
       const bool dfin_row = dfin && rc.simple;
       // token q: the walk's step (dwq: its dweight terms) and dx(q - K) (dxq); the bulk passes
-      // tail = false: there q < s1 <= L, so q - K < L - K never takes a dfinal term
-      auto token = [&](int q, Raw rxu, Raw ryu, bool dwq, bool dxq, bool tail) {
+      // tail = false: there q < s1 <= L, so q - K < L - K never takes a dfinal term. `all` is
+      // ClwAll<true> where every thread owns its channels (a whole 64-channel tile): the dx store
+      // then needs no per-thread branch, which cost a convergence barrier and a reload of the
+      // stride a token in the bulk step's SASS (bf16 W = 4: 496 -> 462 instructions a step; H100,
+      // docs/perf.md session 36: 4x5376x4096 SiLU bf16 195.4 -> 194.8 us, f32 372.8 -> 372.3)
+      auto token = [&](int q, Raw rxu, Raw ryu, bool dwq, bool dxq, bool tail, auto all) {
         wk.token(rxu, ryu, dwq, dw);
-        if (dxq && mine) Q::st(dq, wk.dx(P, rc, c, q - K, tail && dfin_row, L));
+        if (dxq && (decltype(all)::value || mine)) Q::st(dq, wk.dx(P, rc, c, q - K, tail && dfin_row, L));
         dq += dt;
       };
+      const ClwAll<false> some;
+      const bool whole_tile = c0 + CC <= D;
+      // that copy of the bulk step up to W = 5 (bf16 W = 8 ran 1.4 us slower with it, W = 6 / 7
+      // even; f32 W = 8 spilled)
+      constexpr bool SPLIT = W <= 5;
       // the halo's copies join the group of the first step's refill: step 0's wait (for slot 0)
       // does not include them
       if (hon) copy_halo();
@@ -176,21 +186,24 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
         }
         const T* sx = sw;
         const T* sy = sx + TS * CC;
-        if (q0 >= s0 + K && q0 + TS <= s1) {  // the bulk of the walk
+        if (q0 >= s0 + K && q0 + TS <= s1 && SPLIT && whole_tile) {  // the bulk of the walk
 #pragma unroll
-          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, true, false);
+          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, true, false, ClwAll<true>());
+        } else if (q0 >= s0 + K && q0 + TS <= s1) {  // (a partial channel tile)
+#pragma unroll
+          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, true, false, some);
         } else if (EDGES && q0 == s0 && q0 + TS <= s1) {  // the first step of a walk of a step or more
 #pragma unroll
-          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, u >= K, false);
+          for (int u = 0; u < TS; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), true, u >= K, false, some);
         } else if (EDGES && q0 == s1 && q0 - K >= s0) {  // the K tokens past a walk ending on a step
 #pragma unroll
-          for (int u = 0; u < K; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), false, true, true);
+          for (int u = 0; u < K; ++u) token(q0 + u, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), false, true, true, some);
         } else {
 #pragma unroll 1
           for (int u = 0; u < TS; ++u) {
             const int q = q0 + u;
             if (q >= qend) break;
-            token(q, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), q < s1, q - K >= s0, true);
+            token(q, *(const Raw*)(sx + u * CC), *(const Raw*)(sy + u * CC), q < s1, q - K >= s0, true, some);
           }
         }
         slot = slot + 1 == R ? 0 : slot + 1;

@@ -797,7 +797,7 @@ CCV_DEV void block_sum(float* v, float* red, float* out) {
 template <int W>
 CCV_DEV void put_partial(const ccv_params& P, int64_t r, int64_t d, int k, float v) {
   if (!(P.flags & CCV_F_DIRECT)) {
-    P.ws[(r * P.dim + d) * (W + 1) + k] = v;
+    ccv_st_keep(P.ws + (r * P.dim + d) * (W + 1) + k, v);  // (read once by bwd_reduce)
   } else if (k < W) {
     st_dt(P.dweight, d * P.dw_s[0] + k * P.dw_s[1], P.dw_dtype, 0.f + v);
   } else if (P.flags & CCV_F_DBIAS) {

@@ -4,7 +4,8 @@
 // __device__, __forceinline__, __launch_bounds__ exist under both compilers) plus the small neutral
 // vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_shfl (value of lane src), ccv_f16/ccv_bf16
 // storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
-// vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses),
+// vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses), ccv_st_keep /
+// ccv_ld_last (fp32 scratch held in L2 from one launch to the next),
 // ccv_cp<N>/ccv_cp16/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
 // ccv_warp_sync, ccv_exp_neg (the sigmoid's e^-z), ccv_wait_previous/ccv_release_dependents
 // (programmatic dependent launch), CCV_EXTERN_KERNEL.
@@ -102,6 +103,32 @@ __device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 #else
   *(ccv_vec16*)p = v;
+#endif
+}
+
+// fp32 scratch that the next launch reads once (the backward's dweight partials): ccv_st_keep
+// stores it with an L2 evict_last policy, so the data a kernel streams past afterwards does not
+// push it out to DRAM before the reduce reads it; ccv_ld_last reads it with evict_first, so it
+// does not hold L2 after that read. H100 (docs/perf.md session 36): the reduce's DRAM reads at
+// f32 4x5376x4096 6.3 -> 0.6 MB. NVIDIA sm_80+ (createpolicy); AMD: plain accesses.
+__device__ __forceinline__ void ccv_st_keep(float* p, float v) {
+#if defined(CCV_CUDA)
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(pol) : "memory");
+#else
+  *p = v;
+#endif
+}
+__device__ __forceinline__ float ccv_ld_last(const float* p) {
+#if defined(CCV_CUDA)
+  uint64_t pol;
+  float v;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  asm volatile("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(pol));
+  return v;
+#else
+  return *p;
 #endif
 }
 

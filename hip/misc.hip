@@ -493,7 +493,7 @@ CCV_DEV void bwd_reduce_body(const ccv_params& P) {
     for (; r + (AHEAD - 1) * lanes < R; r += AHEAD * lanes) {
       float v[AHEAD];
 #pragma unroll
-      for (int u = 0; u < AHEAD; ++u) v[u] = src[(int64_t)(r + u * lanes) * n];
+      for (int u = 0; u < AHEAD; ++u) v[u] = ccv_ld_last(src + (int64_t)(r + u * lanes) * n);
 #pragma unroll
       for (int u = 0; u < AHEAD; ++u) s += v[u];
     }
@@ -502,7 +502,7 @@ CCV_DEV void bwd_reduce_body(const ccv_params& P) {
     if (r < R) {
       float v[AHEAD];
 #pragma unroll
-      for (int u = 0; u < AHEAD; ++u) v[u] = src[(int64_t)min(r + u * lanes, R - 1) * n];
+      for (int u = 0; u < AHEAD; ++u) v[u] = ccv_ld_last(src + (int64_t)min(r + u * lanes, R - 1) * n);
 #pragma unroll
       for (int u = 0; u < AHEAD; ++u) s += r + u * lanes < R ? v[u] : 0.f;
     }

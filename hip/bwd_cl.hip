@@ -198,7 +198,7 @@ CCV_DEV void bwd_cl_body(const ccv_params& P) {
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < NH; ++j) s += red[j * CC * (W + 1) + i];
-    put_partial<W>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
+    put_partial<W, true>(P, b * P.n_chunks + chunk, c0 + i / (W + 1), i % (W + 1), s);
   }
 }
 

@@ -105,6 +105,6 @@ CCV_DEV void put_lane_partials(const ccv_params& P, float* red, const float (&dw
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < LANES; ++j) s += red[j * CC * (W + 1) + i];
-    put_partial<W>(P, prow, c0 + i / (W + 1), i % (W + 1), s);
+    put_partial<W, true>(P, prow, c0 + i / (W + 1), i % (W + 1), s);
   }
 }

@@ -793,11 +793,19 @@ CCV_DEV void block_sum(float* v, float* red, float* out) {
 // A block's dweight/dbias partial of tap k (k = W: dbias) for channel d and partial row r
 // (= b * n_chunks + chunk) → ws[r, d, k] for bwd_reduce, or, when it is the only partial
 // (CCV_F_DIRECT: n_partials = 1, kernels.rs launches no reduce), straight into dweight/dbias as
-// the reduce would store it (0 + v: the same bits, -0 included).
-template <int W>
+// the reduce would store it (0 + v: the same bits, -0 included). KEEP: the channel-last kernels,
+// whose blocks store their partials all along a long kernel, keep them in L2 for the reduce
+// (ccv_st_keep: its DRAM reads 6.3 -> 0.6 MB, bf16 4x5376x4096 195.3 -> 192.2 us); the
+// channel-first backward gained nothing by it (H100, docs/perf.md session 36).
+template <int W, bool KEEP = false>
 CCV_DEV void put_partial(const ccv_params& P, int64_t r, int64_t d, int k, float v) {
   if (!(P.flags & CCV_F_DIRECT)) {
-    ccv_st_keep(P.ws + (r * P.dim + d) * (W + 1) + k, v);  // (read once by bwd_reduce)
+    float* p = P.ws + (r * P.dim + d) * (W + 1) + k;
+    if constexpr (KEEP) {
+      ccv_st_keep(p, v);
+    } else {
+      *p = v;
+    }
   } else if (k < W) {
     st_dt(P.dweight, d * P.dw_s[0] + k * P.dw_s[1], P.dw_dtype, 0.f + v);
   } else if (P.flags & CCV_F_DBIAS) {

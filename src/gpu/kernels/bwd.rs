@@ -404,8 +404,15 @@ pub(super) const CLW_F32_WAVES: i64 = 2;
 /// walks (session 26, 4 blocks a SM, µs, 256 / 512: W = 7 4x5376x4096 214.2 / 207.7, W = 8 235.8
 /// / 215.3, 2x5376x4096 126.1 / 116.5; W = 6 203.5 / 204.9). Under two waves the stream
 /// geometry's one wave wins (W = 7 / 8, µs, 512 / the stream geometry's 704: 1x5376x4096 68.5 /
-/// 57.8, 66.8 / 60.0; at 8x5376x512 W = 8 lost, 66.7 against its 256: 71.4). Knobs set the
-/// chunk instead.
+/// 57.8, 66.8 / 60.0; at 8x5376x512 W = 8 lost, 66.7 against its 256: 71.4). Up to W =
+/// CLW_SHORT_MAX_W those grids take CLW_CHUNK_SHORT instead (48 tokens a warp, so a ring of 3):
+/// since the partials stay in L2 (put_partial's KEEP) more chunks cost little (H100, docs/perf.md
+/// session 36, SiLU W = 4, µs, 256 / 160 / 192 / 224): bf16 4x5376x4096 191.2 / 188.8 / 188.8 /
+/// 190.0, no activation 189.1 / 189.0 / 187.1 / 188.1, W = 2 187.6 / 184.5 / 185.3 / 186.4, f32
+/// 371.2 / 370.2 / 369.0 / 369.7, bf16 2x5376x4096 100.0 / 96.5 / 97.8 / 98.6, 1x5376x4096 54.1 /
+/// 52.4 / 53.4 / 55.9, 16x5376x512 100.2 / 102.5 / 97.4 / 99.8, f32 189.0 / 185.2 / 186.4 /
+/// 187.1; at W = 5 / 6 shorter chunks lost (bf16 193.2 / 205.7 at 192, 199.9 / 215.1). Knobs set
+/// the chunk instead.
 fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
@@ -415,14 +422,21 @@ fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceI
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
     if !tuned && seqlen >= chunk && n_blocks >= 2 * clw_wave(dev, width) && n_blocks <= MAX_BLOCKS {
         (g.chunk, g.n_chunks, g.n_blocks) = (chunk, n_chunks, n_blocks);
+        let n_short = batch.saturating_mul(g.n_ctiles).saturating_mul(ceil_div(seqlen, CLW_CHUNK_SHORT));
+        if width <= CLW_SHORT_MAX_W && n_short <= MAX_BLOCKS {
+            (g.chunk, g.n_chunks, g.n_blocks) = (CLW_CHUNK_SHORT, ceil_div(seqlen, CLW_CHUNK_SHORT), n_short);
+        }
     }
     Ok(g)
 }
 
-/// `bwd_clw_geometry`'s chunks where the grid allows them: below CLW_LONG_W, and from it on.
+/// `bwd_clw_geometry`'s chunks where the grid allows them: below CLW_LONG_W, and from it on; up
+/// to CLW_SHORT_MAX_W on the same grids, CLW_CHUNK_SHORT.
 const CLW_CHUNK: i64 = 256;
 const CLW_CHUNK_LONG: i64 = 512;
 const CLW_LONG_W: i64 = 7;
+const CLW_CHUNK_SHORT: i64 = 192;
+const CLW_SHORT_MAX_W: i64 = 4;
 
 /// Blocks of one wave of `bwd_clw` at this width.
 fn clw_wave(dev: &DeviceInfo, width: i64) -> i64 {

@@ -1330,12 +1330,13 @@ fn gpu_bwd_clw() {
                 // (past the slab kernel: more than 256 tokens of all rows, or 65 rows) a partial
                 // 64-channel tile, 1-2 tokens a group, ragged L, several chunks per row, W = 2-8
                 // (5 and 4 blocks a SM); grids of two waves (H100) with SiLU: 8x5376x128 on a ring
-                // of 3 slots at W = 4 (and W = 7), 5x3072x2048 on 4 at W = 4 and in 512-token
-                // chunks at W = 8 (bf16 contiguous without states only: 31M elements)
+                // of 3 slots at W = 4 (and W = 7), 5x3072x2048 in 192-token chunks on 3 at W = 4,
+                // in 256 on 4 at W = 5 and in 512 at W = 8 (bf16 contiguous without states only:
+                // 31M elements)
                 let shapes = [(2, 72, 137), (65, 8, 5), (1, 136, 300), (2, 200, 1003), (5, 64, 700), (8, 5376, 128), (5, 3072, 2048)];
                 for (si, &(b, d, l)) in shapes.iter().enumerate() {
                     for w in 2..=8 {
-                        let big_w = if si == 5 { [4, 7] } else { [4, 8] };
+                        let big_w: &[_] = if si == 5 { &[4, 7] } else { &[4, 5, 8] };
                         if (si >= 5 && !big_w.contains(&w)) || (si == 6 && (dt != DType::BF16 || lay != Lay::Cl)) {
                             continue;
                         }

@@ -824,15 +824,17 @@ fn bwd_clw_choice() {
     }
     assert_ne!(family_on(DType::F32, 4, 5374, 4096, 4, 5376), "clw", "D not a multiple of 4");
     // chunks of 256 (from W = 7 on 512) where rows are that long and those make two waves
-    // (H100: 2 x 132 x 5 blocks, 2 x 132 x 4 from W = 6), else the stream geometry's; the
-    // ring: 2 slots under two waves, else 4 where a warp walks at least 64 tokens, else 3
-    // (8x5376x128 and 5x3072x2048: gpu_bwd_clw's cases of 3 and 4)
+    // (H100: 2 x 132 x 5 blocks, 2 x 132 x 4 from W = 6), and of 192 on those grids up to W = 4,
+    // else the stream geometry's; the ring: 2 slots under two waves, else 4 where a warp walks at
+    // least 64 tokens, else 3 (8x5376x128 and 5x3072x2048: gpu_bwd_clw's cases of 3 and 4)
     let rings = [
-        (4, 5376, 4096, 4, 256, 4),
-        (16, 5376, 512, 4, 256, 4),
-        (5, 3072, 2048, 4, 256, 4),
-        (4, 5376, 2048, 4, 256, 4),
-        (1, 5376, 4096, 4, 256, 4),
+        (4, 5376, 4096, 4, 192, 3),
+        (16, 5376, 512, 4, 192, 3),
+        (5, 3072, 2048, 4, 192, 3),
+        (5, 3072, 2048, 5, 256, 4),
+        (4, 5376, 2048, 4, 192, 3),
+        (1, 5376, 4096, 4, 192, 3),
+        (4, 5376, 4096, 2, 192, 3),
         (8, 5376, 128, 4, 64, 3),
         (8, 5376, 256, 4, 128, 3),
         (4, 256, 4096, 4, 128, 2),
@@ -844,7 +846,7 @@ fn bwd_clw_choice() {
         (1, 5376, 4096, 8, 704, 2),
         (8, 5376, 512, 7, 256, 4),
         (4, 5376, 4096, 5, 256, 4),
-        (2, 5376, 4096, 4, 256, 4),
+        (2, 5376, 4096, 4, 192, 3),
     ];
     // the halo: 4x5376x4096 at W = 2-5 and 2x5376x4096 (4 waves), not 1x5376x4096 (2.04 waves)
     let halo = |b: i64, w: i64| {

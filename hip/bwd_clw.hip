@@ -173,10 +173,7 @@ CCV_DEV void bwd_clw_rows(const ccv_params& P, float4* smem) {
         ccv_warp_sync();  // every thread's copies of this step are visible
         T* const sw = ring + slot * SLOT + gi * CV;
         if (hon && q0 + TS > hx0) {  // this step's halo tokens into the thread's own words
-          if (q0 - s0 < (R - 1) * TS) {  // the halo's group is not yet waited for
-            ccv_cp_wait<0>();
-            ccv_warp_sync();
-          }
+          clw_halo_wait(q0, s0, (R - 1) * TS);
           const int qb = min(q0 + TS, s1 + K);
 #pragma unroll 1
           for (int q = max(q0, hx0); q < qb; ++q) {

@@ -741,6 +741,15 @@ constexpr int clw_resident(int smem, int red, int blocks) {
              ? CCV_SMEM_PER_SM / ((smem > red ? smem : red) + CCV_SMEM_RESERVE)
              : blocks;
 }
+// Before a ring kernel's step reads its halo tokens (CCV_F_CLW_HALO; bwd_clw, fwd_clw): the
+// halo's copies joined the first refill's commit group, which is still among the R - 1 in flight
+// during the group's first R - 1 steps (`ring_tokens` from s0), so a step there waits for them all.
+CCV_DEV void clw_halo_wait(int q0, int s0, int ring_tokens) {
+  if (q0 - s0 < ring_tokens) {
+    ccv_cp_wait<0>();
+    ccv_warp_sync();
+  }
+}
 struct ClwLane {
   int64_t b, chunk, c0, c;
   int gi, grp, s0, s1;

@@ -129,10 +129,7 @@ CCV_DEV void fwd_clw_rows(const ccv_params& P, T* smem) {
     ccv_warp_sync();  // every thread's copies of this step are visible
     T* const sw = ring + slot * SLOT + gi * CV;
     if (hon && q0 + TS > hx0) {  // this step's halo tokens into the thread's own words
-      if (q0 - s0 < (R - 1) * TS) {  // the halo's group is not yet waited for
-        ccv_cp_wait<0>();
-        ccv_warp_sync();
-      }
+      clw_halo_wait(q0, s0, (R - 1) * TS);
       const int qb = min(q0 + TS, s1);
 #pragma unroll 1
       for (int q = max(q0, hx0); q < qb; ++q) *(Raw*)(sw + (q - q0) * CC) = *(const Raw*)(halo + (q - s1 + K) * CC + gi * CV);

@@ -416,15 +416,14 @@ pub(super) const CLW_F32_WAVES: i64 = 2;
 fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
+    let n_ctiles = g.n_ctiles;
+    let blocks = |chunk: i64| batch.saturating_mul(n_ctiles).saturating_mul(ceil_div(seqlen, chunk));
     let chunk = if width >= CLW_LONG_W { CLW_CHUNK_LONG } else { CLW_CHUNK };
-    let n_chunks = ceil_div(seqlen, chunk);
-    let n_blocks = batch.saturating_mul(g.n_ctiles).saturating_mul(n_chunks);
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
-    if !tuned && seqlen >= chunk && n_blocks >= 2 * clw_wave(dev, width) && n_blocks <= MAX_BLOCKS {
-        (g.chunk, g.n_chunks, g.n_blocks) = (chunk, n_chunks, n_blocks);
-        let n_short = batch.saturating_mul(g.n_ctiles).saturating_mul(ceil_div(seqlen, CLW_CHUNK_SHORT));
-        if width <= CLW_SHORT_MAX_W && n_short <= MAX_BLOCKS {
-            (g.chunk, g.n_chunks, g.n_blocks) = (CLW_CHUNK_SHORT, ceil_div(seqlen, CLW_CHUNK_SHORT), n_short);
+    if !tuned && seqlen >= chunk && blocks(chunk) >= 2 * clw_wave(dev, width) && blocks(chunk) <= MAX_BLOCKS {
+        (g.chunk, g.n_chunks, g.n_blocks) = (chunk, ceil_div(seqlen, chunk), blocks(chunk));
+        if width <= CLW_SHORT_MAX_W && blocks(CLW_CHUNK_SHORT) <= MAX_BLOCKS {
+            (g.chunk, g.n_chunks, g.n_blocks) = (CLW_CHUNK_SHORT, ceil_div(seqlen, CLW_CHUNK_SHORT), blocks(CLW_CHUNK_SHORT));
         }
     }
     Ok(g)

@@ -51,7 +51,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
     if layout == Layout::ChannelLast && bwd_clw(p, dev) {
-        return bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev).map(Some);
+        return bwd_clw_geometry(inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width, dev).map(Some);
     }
     if layout == Layout::ChannelLast && bwd_streams(p) {
         let fit = cl_fit(true, inp.x.dtype, inp.width);
@@ -371,7 +371,9 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// 1x5376x4096 (2.04 waves) 103.1 / 102.5, 16x5376x512 195.2 / 190.3, 2x5376x4096 196.9 / 190.4;
 /// W = 8: 4x5376x4096 400.1 / 392.9, 2x5376x4096 213.7 / 203.8, 1x5376x4096 115.6 / 107.2
 /// (16x5376x512 200.4 / 202.0); not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor on one-wave
-/// grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3).
+/// grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). Those that
+/// make three waves or more in 64-token chunks take it in those (`bwd_clw_geometry`, session 37:
+/// 8x2048x1024 75.3 / 72.2, 4x4096x512 41.2 / 40.4).
 /// `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
 fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
@@ -381,7 +383,7 @@ fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
         None if inp.x.dtype == DType::F32 => {
             allowed
                 && (inp.width <= CLW_F32_MAX_W || inp.width == 8)
-                && bwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, inp.width, dev)
+                && bwd_clw_geometry(inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width, dev)
                     .is_ok_and(|g| g.n_blocks >= CLW_F32_WAVES * clw_wave(dev, inp.width))
         }
         None => allowed && inp.width >= 2,
@@ -411,9 +413,18 @@ pub(super) const CLW_F32_WAVES: i64 = 2;
 /// 190.0, no activation 189.1 / 189.0 / 187.1 / 188.1, W = 2 187.6 / 184.5 / 185.3 / 186.4, f32
 /// 371.2 / 370.2 / 369.0 / 369.7, bf16 2x5376x4096 100.0 / 96.5 / 97.8 / 98.6, 1x5376x4096 54.1 /
 /// 52.4 / 53.4 / 55.9, 16x5376x512 100.2 / 102.5 / 97.4 / 99.8, f32 189.0 / 185.2 / 186.4 /
-/// 187.1; at W = 5 / 6 shorter chunks lost (bf16 193.2 / 205.7 at 192, 199.9 / 215.1). Knobs set
-/// the chunk instead.
-fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+/// 187.1; at W = 5 / 6 shorter chunks lost (bf16 193.2 / 205.7 at 192, 199.9 / 215.1).
+/// f32 up to W = CLW_F32_SHORT_MAX_W takes chunks of CLW_F32_SHORT (16 tokens a warp: four steps
+/// of 4) where those make CLW_HALO_WAVES to CLW_F32_SHORT_MAX_WAVES waves (so with the halo),
+/// whatever the chunks above would be: H100, docs/perf.md session 37 (`CCV1D_CL_CHUNK=64` against
+/// the default, SiLU W = 4, µs): 8x2048x1024 (6.2 waves of 64; `bwd_cls` before) 75.3 / 72.2, W = 2
+/// / 3 75.3 / 71.6, 75.5 / 72.0, 4x4096x512 (3.1) 41.2 / 40.4, 2x4096x2048 (6.2) 78.7 / 73.2,
+/// 4x2048x2048 78.3 / 73.3, 1x5376x4096 (8.1) 100.7 / 94.6, 4x5376x1024 97.3 / 94.6, 8x5376x512
+/// 97.2 / 94.6; 4x2048x1024, 8x1024x1024, 16x1024x512 (3.1) even (40.5-40.6 / 40.4-40.6). Bigger
+/// grids kept 192 (16x2048x1024, 12.4 waves, 143.6 / 144.1; 4x5376x4096 369.3 / 381.3;
+/// 2x5376x4096 186.8 / 190.2), and W = 5 lost (8x2048x1024 75.1 / 77.0). Knobs set the chunk
+/// instead.
+fn bwd_clw_geometry(dt: DType, batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
     let n_ctiles = g.n_ctiles;
@@ -426,6 +437,11 @@ fn bwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceI
             (g.chunk, g.n_chunks, g.n_blocks) = (CLW_CHUNK_SHORT, ceil_div(seqlen, CLW_CHUNK_SHORT), blocks(CLW_CHUNK_SHORT));
         }
     }
+    let short = blocks(CLW_F32_SHORT);
+    let wave = clw_wave(dev, width);
+    if !tuned && dt == DType::F32 && width <= CLW_F32_SHORT_MAX_W && seqlen >= CLW_F32_SHORT && short >= CLW_HALO_WAVES * wave && short <= CLW_F32_SHORT_MAX_WAVES * wave {
+        (g.chunk, g.n_chunks, g.n_blocks) = (CLW_F32_SHORT, ceil_div(seqlen, CLW_F32_SHORT), short);
+    }
     Ok(g)
 }
 
@@ -436,6 +452,10 @@ const CLW_CHUNK_LONG: i64 = 512;
 const CLW_LONG_W: i64 = 7;
 const CLW_CHUNK_SHORT: i64 = 192;
 const CLW_SHORT_MAX_W: i64 = 4;
+/// f32's short chunks (`bwd_clw_geometry`): the chunk, the widest W, the most waves.
+pub(super) const CLW_F32_SHORT: i64 = 64;
+pub(super) const CLW_F32_SHORT_MAX_W: i64 = 4;
+pub(super) const CLW_F32_SHORT_MAX_WAVES: i64 = 10;
 
 /// Blocks of one wave of `bwd_clw` at this width.
 fn clw_wave(dev: &DeviceInfo, width: i64) -> i64 {

@@ -1358,11 +1358,13 @@ fn gpu_bwd_clw() {
             }
         }
         // f32 takes it by default at W <= 5 and W = 8 on grids of two waves or more: 16x5376x128
-        // (4 waves on an H100), SiLU on and off, with and without states
+        // (4 waves on an H100; at W <= 4 in 64-token chunks, 4 waves of them), SiLU on and off,
+        // with and without states; 2x4096x1000 at W = 2 / 4: 64-token chunks (3.1 waves) on a
+        // ragged row, its last chunk 40 tokens (a group with none)
         for lay in [Lay::Cl, Lay::ClPad] {
-            for w in [1, 3, 5, 8] {
+            for (shape, w) in [((16, 5376, 128), 1), ((16, 5376, 128), 3), ((16, 5376, 128), 5), ((16, 5376, 128), 8), ((2, 4096, 1000), 2), ((2, 4096, 1000), 4)] {
                 for states in [false, true] {
-                    let mut o = clw_case(DType::F32, lay, (16, 5376, 128), 5, w, states, 3);
+                    let mut o = clw_case(DType::F32, lay, shape, 5, w, states, 3);
                     o.silu = !states;
                     let name = format!("clw {} dfinal{}", describe(&o), states as u8);
                     run_case(&name, || {

@@ -526,6 +526,8 @@ enum Clock {
 
 /// Calls per captured graph, at least (more when the row rotates over more buffer sets).
 const GRAPH_CALLS: usize = 20;
+/// The fewest timed replays of a row's graph (`--iters 1` or `2` included).
+const MIN_REPLAYS: usize = 3;
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -586,7 +588,7 @@ fn time_row(p: &Prepared, gpu: bool, clock: &Clock, mut warmup: usize, mut iters
             g.capture(|stream| (0..n).try_for_each(|i| status((p.call)((base + i) % sets, stream), "call (captured)")))?;
             g.replay().map_err(|e| e.msg)?; // warm the graph itself
             g.synchronize().map_err(|e| e.msg)?;
-            let replays = iters.div_ceil(n).clamp(3, ev.len() / 2);
+            let replays = iters.div_ceil(n).clamp(MIN_REPLAYS, ev.len() / 2);
             for r in 0..replays {
                 ev.record(2 * r, g.stream()).map_err(|e| e.msg)?;
                 g.replay().map_err(|e| e.msg)?;
@@ -1018,7 +1020,8 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
             .and_then(|v| v.into_iter().next())
             .map_or(format!("{n} GPU(s)"), |d| format!("{} {} (device 0 of {n})", d.api, d.name.unwrap_or_default()));
         let want = a.choice("timing", &["graph", "events", "host"])?.unwrap_or("graph");
-        let events = if want == "host" { None } else { Some(Events::new(2 * iters.max(2))) };
+        // at least MIN_REPLAYS pairs: a graph row replays that many times whatever --iters says
+        let events = if want == "host" { None } else { Some(Events::new(2 * iters.max(MIN_REPLAYS))) };
         match events {
             Some(Ok(ev)) if want == "graph" && Graph::new().is_ok() => {
                 let what = format!(

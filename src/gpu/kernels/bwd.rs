@@ -370,10 +370,11 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// 367.4, 373.6 / 369.5, 374.6 / 372.6, 384.3 / 374.9 (no activation W = 4 370.5 / 370.8),
 /// 1x5376x4096 (2.04 waves) 103.1 / 102.5, 16x5376x512 195.2 / 190.3, 2x5376x4096 196.9 / 190.4;
 /// W = 8: 4x5376x4096 400.1 / 392.9, 2x5376x4096 213.7 / 203.8, 1x5376x4096 115.6 / 107.2
-/// (16x5376x512 200.4 / 202.0); not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor on one-wave
-/// grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). Those that
-/// make three waves or more in 64-token chunks take it in those (`bwd_clw_geometry`, session 37:
-/// 8x2048x1024 75.3 / 72.2, 4x4096x512 41.2 / 40.4).
+/// (16x5376x512 200.4 / 202.0); not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor then on
+/// one-wave grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). Since
+/// session 37 at W = 2-4 on every grid, with the halo (`clw_f32_any_grid`), and in 64-token
+/// chunks where those make three waves or more (`bwd_clw_geometry`: 8x2048x1024 75.3 / 72.2,
+/// 4x4096x512 41.2 / 40.4).
 /// `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
 fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
@@ -382,9 +383,10 @@ fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
         Some(v) => allowed && v >= 1,
         None if inp.x.dtype == DType::F32 => {
             allowed
-                && (inp.width <= CLW_F32_MAX_W || inp.width == 8)
-                && bwd_clw_geometry(inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width, dev)
-                    .is_ok_and(|g| g.n_blocks >= CLW_F32_WAVES * clw_wave(dev, inp.width))
+                && (clw_f32_any_grid(inp.x.dtype, inp.width)
+                    || ((inp.width <= CLW_F32_MAX_W || inp.width == 8)
+                        && bwd_clw_geometry(inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width, dev)
+                            .is_ok_and(|g| g.n_blocks >= CLW_F32_WAVES * clw_wave(dev, inp.width))))
         }
         None => allowed && inp.width >= 2,
     }
@@ -394,6 +396,17 @@ fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
 /// (`bwd_clw`).
 pub(super) const CLW_F32_MAX_W: i64 = 5;
 pub(super) const CLW_F32_WAVES: i64 = 2;
+
+/// Whether f32 at this width takes `bwd_clw`, with its halo, on every grid (W = 2-4), not only
+/// on grids of CLW_F32_WAVES waves or more: on smaller grids, in the stream geometry's chunks,
+/// it beat `bwd_cls` with the halo (H100, docs/perf.md session 37, `CCV1D_CL_BWD=2` against the
+/// default, SiLU W = 4 unless noted, µs): 4x256x4096 23.7-23.8 / 23.0-23.2 (no activation 23.3 /
+/// 22.2, W = 2 22.7-22.8 / 22.0), 2x2048x1024 23.5 / 22.8-22.9, 8x512x1024 23.6 / 22.7-22.8,
+/// 2x1024x2048 23.6 / 22.6-22.8, 4x1024x1024 23.6 / 22.8-22.9, 1x2048x4096 even (40.6-40.7);
+/// without the halo (`CCV1D_CL_BWD=1`) by 0.3-0.4. W = 1 and 5 were not measured there.
+fn clw_f32_any_grid(dt: DType, width: i64) -> bool {
+    dt == DType::F32 && (2..=CLW_F32_SHORT_MAX_W).contains(&width)
+}
 
 /// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized at its blocks per SM), or chunks of
 /// CLW_CHUNK tokens (64 a warp) wherever rows are that long and those make at least two waves:
@@ -489,9 +502,12 @@ fn clw_ring(g: &MainGeom, width: i64, dev: &DeviceInfo) -> i32 {
 /// 2x5376x4096 (4 waves) 103.5 / 101.9; slower at W = 6 (203.0 / 206.6) and W = 8 (214.6 /
 /// 217.1), where the extra copies and instructions cost more than the bytes, and on smaller grids,
 /// where less left L2 (1x5376x4096, 2.04 waves, 55.2 / 55.8-57.1; one wave: 4x256x4096 14.8 /
-/// 15.4, 8x2048x1024 42.2 / 42.6). `CCV1D_CL_BWD=2` turns it on wherever it is compiled (tests).
-fn clw_halo(g: &MainGeom, width: i64, dev: &DeviceInfo) -> bool {
-    knob(Knob::ClBwd) == Some(2) || (width <= CLW_HALO_MAX_W && g.n_blocks >= CLW_HALO_WAVES * clw_wave(dev, width))
+/// 15.4, 8x2048x1024 42.2 / 42.6). f32 at W = 2-4 takes it on every grid (`clw_f32_any_grid`).
+/// `CCV1D_CL_BWD=2` turns it on wherever it is compiled (tests).
+fn clw_halo(g: &MainGeom, dt: DType, width: i64, dev: &DeviceInfo) -> bool {
+    knob(Knob::ClBwd) == Some(2)
+        || clw_f32_any_grid(dt, width)
+        || (width <= CLW_HALO_MAX_W && g.n_blocks >= CLW_HALO_WAVES * clw_wave(dev, width))
 }
 
 /// The widest `bwd_clw` taking the halo by default (instances.h compiles it up to
@@ -612,7 +628,7 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p, dev) {
             km.rows_log2 = clw_ring(g, inp.width, dev);
-            if clw_halo(g, inp.width, dev) {
+            if clw_halo(g, dt, inp.width, dev) {
                 km.flags |= F_CLW_HALO;
             }
             ("clw", NT)

@@ -819,7 +819,18 @@ fn bwd_clw_choice() {
     }
     assert_eq!(family(DType::F32, 1, 5376, 4096, 4), "clw");
     assert_eq!(family(DType::F32, 16, 5376, 512, 4), "clw");
-    assert_eq!(family(DType::F32, 4, 256, 4096, 4), "cls", "f32 4x256x4096");
+    // f32 at W = 2-4 on every grid, with the halo (4x256x4096: one wave, a ring of 2), W = 1 and
+    // 5 there on bwd_cls
+    for w in 1..=5 {
+        let p = bwd_plan(inputs(DType::F32, 4, 256, 4096, w, cl(4, 256, 4096)));
+        let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();
+        let k = params_of(&v[0]);
+        if (2..=4).contains(&w) {
+            assert_eq!((v[0].kernel.as_str(), k.rows_log2, k.flags & F_CLW_HALO != 0), (format!("ccv1d_bwd_clw_f32_w{w}").as_str(), 2, true));
+        } else {
+            assert_eq!(v[0].kernel, format!("ccv1d_bwd_cls_f32_w{w}"));
+        }
+    }
     // f32 at W <= 4 in 64-token chunks where those make 3 to 10 waves (2 x 660 blocks at 5 a SM
     // and 10 x 660), whatever the chunks otherwise: the halo on, a ring of 3 (16 tokens a warp)
     let f32_geometry = |b: i64, d: i64, l: i64, w: i64| {
@@ -831,11 +842,13 @@ fn bwd_clw_choice() {
     for (b, d, l, w) in [(8, 2048, 1024, 4), (8, 2048, 1024, 2), (4, 4096, 512, 4), (1, 5376, 4096, 4), (8, 5376, 512, 1), (2, 4096, 2048, 3)] {
         assert_eq!(f32_geometry(b, d, l, w), (format!("ccv1d_bwd_clw_f32_w{w}"), 64, 3, true), "f32 {b}x{d}x{l} W = {w}");
     }
-    // not at W = 5, nor past 10 waves (16x2048x1024: 12.4) or under 3 (2x2048x1024: 1.6)
+    // not at W = 5, nor past 10 waves (16x2048x1024: 12.4) or under 3 (2x2048x1024: 1.6, the
+    // stream geometry's chunks)
     assert_eq!(f32_geometry(8, 2048, 1024, 5).0, "ccv1d_bwd_cls_f32_w5");
     assert_eq!(f32_geometry(16, 2048, 1024, 4).1, 192);
     assert_eq!(f32_geometry(4, 5376, 4096, 4).1, 192);
-    assert_eq!(f32_geometry(2, 2048, 1024, 4).0, "ccv1d_bwd_cls_f32_w4");
+    let stream = cl_stream_geometry(2, 2048, 1024, ClFit { blocks_per_sm: 5, one_wave: None }, &h100()).unwrap();
+    assert_eq!(f32_geometry(2, 2048, 1024, 4), ("ccv1d_bwd_clw_f32_w4".to_string(), stream.chunk, 2, true));
     assert_ne!(family_on(DType::F32, 4, 5374, 4096, 4, 5376), "clw", "D not a multiple of 4");
     // chunks of 256 (from W = 7 on 512) where rows are that long and those make two waves
     // (H100: 2 x 132 x 5 blocks, 2 x 132 x 4 from W = 6), and of 192 on those grids up to W = 4,

@@ -831,8 +831,8 @@ fn bwd_clw_choice() {
             assert_eq!(v[0].kernel, format!("ccv1d_bwd_cls_f32_w{w}"));
         }
     }
-    // f32 at W <= 4 in 64-token chunks where those make 3 to 10 waves (2 x 660 blocks at 5 a SM
-    // and 10 x 660), whatever the chunks otherwise: the halo on, a ring of 3 (16 tokens a warp)
+    // f32 at W <= 4 in 64-token chunks where those make 3 to 10 waves (3 x 660 to 10 x 660 blocks
+    // at 5 a SM), whatever the chunks otherwise: the halo on, a ring of 3 (16 tokens a warp)
     let f32_geometry = |b: i64, d: i64, l: i64, w: i64| {
         let p = bwd_plan(inputs(DType::F32, b, d, l, w, cl(b, d, l)));
         let v = bwd_launches(&p, &h100(), 0x8000_0000).unwrap();

@@ -440,20 +440,17 @@ fn clw_f32_any_grid(dt: DType, width: i64) -> bool {
 fn bwd_clw_geometry(dt: DType, batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
     let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
-    let n_ctiles = g.n_ctiles;
+    let (n_ctiles, wave) = (g.n_ctiles, clw_wave(dev, width));
     let blocks = |chunk: i64| batch.saturating_mul(n_ctiles).saturating_mul(ceil_div(seqlen, chunk));
+    let mut take = |chunk: i64| (g.chunk, g.n_chunks, g.n_blocks) = (chunk, ceil_div(seqlen, chunk), blocks(chunk));
     let chunk = if width >= CLW_LONG_W { CLW_CHUNK_LONG } else { CLW_CHUNK };
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
-    if !tuned && seqlen >= chunk && blocks(chunk) >= 2 * clw_wave(dev, width) && blocks(chunk) <= MAX_BLOCKS {
-        (g.chunk, g.n_chunks, g.n_blocks) = (chunk, ceil_div(seqlen, chunk), blocks(chunk));
-        if width <= CLW_SHORT_MAX_W && blocks(CLW_CHUNK_SHORT) <= MAX_BLOCKS {
-            (g.chunk, g.n_chunks, g.n_blocks) = (CLW_CHUNK_SHORT, ceil_div(seqlen, CLW_CHUNK_SHORT), blocks(CLW_CHUNK_SHORT));
-        }
+    if !tuned && seqlen >= chunk && blocks(chunk) >= 2 * wave && blocks(chunk) <= MAX_BLOCKS {
+        take(if width <= CLW_SHORT_MAX_W && blocks(CLW_CHUNK_SHORT) <= MAX_BLOCKS { CLW_CHUNK_SHORT } else { chunk });
     }
-    let short = blocks(CLW_F32_SHORT);
-    let wave = clw_wave(dev, width);
-    if !tuned && dt == DType::F32 && width <= CLW_F32_SHORT_MAX_W && seqlen >= CLW_F32_SHORT && short >= CLW_HALO_WAVES * wave && short <= CLW_F32_SHORT_MAX_WAVES * wave {
-        (g.chunk, g.n_chunks, g.n_blocks) = (CLW_F32_SHORT, ceil_div(seqlen, CLW_F32_SHORT), short);
+    let f32_short_waves = CLW_HALO_WAVES * wave..=CLW_F32_SHORT_MAX_WAVES * wave;
+    if !tuned && dt == DType::F32 && width <= CLW_F32_SHORT_MAX_W && seqlen >= CLW_F32_SHORT && f32_short_waves.contains(&blocks(CLW_F32_SHORT)) {
+        take(CLW_F32_SHORT);
     }
     Ok(g)
 }

@@ -372,7 +372,8 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// W = 8: 4x5376x4096 400.1 / 392.9, 2x5376x4096 213.7 / 203.8, 1x5376x4096 115.6 / 107.2
 /// (16x5376x512 200.4 / 202.0); not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor then on
 /// one-wave grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). Since
-/// session 37 at W = 2-4 on every grid, with the halo (`clw_f32_any_grid`), and in 64-token
+/// session 37 at W = 2-4 (since session 38 W = 1-4) on every grid, with the halo
+/// (`clw_f32_any_grid`), and in 64-token
 /// chunks where those make three waves or more (`bwd_clw_geometry`: 8x2048x1024 75.3 / 72.2,
 /// 4x4096x512 41.2 / 40.4).
 /// `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
@@ -397,15 +398,19 @@ fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
 pub(super) const CLW_F32_MAX_W: i64 = 5;
 pub(super) const CLW_F32_WAVES: i64 = 2;
 
-/// Whether f32 at this width takes `bwd_clw`, with its halo, on every grid (W = 2-4), not only
+/// Whether f32 at this width takes `bwd_clw`, with its halo, on every grid (W = 1-4), not only
 /// on grids of CLW_F32_WAVES waves or more: on smaller grids, in the stream geometry's chunks,
 /// it beat `bwd_cls` with the halo (H100, docs/perf.md session 37, `CCV1D_CL_BWD=2` against the
 /// default, SiLU W = 4 unless noted, µs): 4x256x4096 23.7-23.8 / 23.0-23.2 (no activation 23.3 /
 /// 22.2, W = 2 22.7-22.8 / 22.0), 2x2048x1024 23.5 / 22.8-22.9, 8x512x1024 23.6 / 22.7-22.8,
 /// 2x1024x2048 23.6 / 22.6-22.8, 4x1024x1024 23.6 / 22.8-22.9, 1x2048x4096 even (40.6-40.7);
-/// without the halo (`CCV1D_CL_BWD=1`) by 0.3-0.4. W = 1 and 5 were not measured there.
+/// without the halo (`CCV1D_CL_BWD=1`) by 0.3-0.4. W = 1 since session 38 (SiLU, µs, `bwd_cls`
+/// against it with the halo): 4x256x4096 21.6 / 21.3, 4x4096x512 37.8 / 37.6-37.7, 2x2048x1024
+/// 21.3 / 21.1 (8x2048x1024 took it already: 70.6 / 70.5-70.6). Not W = 5, where it lost on some
+/// grids (8x2048x1024 75.1 / 78.1, 4x4096x512 42.0 / 42.8-43.0) and won on others (2x2048x1024
+/// 25.0 / 23.6, 8x512x1024 24.3 / 23.5, 1x2048x4096 42.0 / 41.0, 4x256x4096 24.4 / 24.1).
 fn clw_f32_any_grid(dt: DType, width: i64) -> bool {
-    dt == DType::F32 && (2..=CLW_F32_SHORT_MAX_W).contains(&width)
+    dt == DType::F32 && (1..=CLW_F32_SHORT_MAX_W).contains(&width)
 }
 
 /// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized at its blocks per SM), or chunks of
@@ -499,7 +504,7 @@ fn clw_ring(g: &MainGeom, width: i64, dev: &DeviceInfo) -> i32 {
 /// 2x5376x4096 (4 waves) 103.5 / 101.9; slower at W = 6 (203.0 / 206.6) and W = 8 (214.6 /
 /// 217.1), where the extra copies and instructions cost more than the bytes, and on smaller grids,
 /// where less left L2 (1x5376x4096, 2.04 waves, 55.2 / 55.8-57.1; one wave: 4x256x4096 14.8 /
-/// 15.4, 8x2048x1024 42.2 / 42.6). f32 at W = 2-4 takes it on every grid (`clw_f32_any_grid`).
+/// 15.4, 8x2048x1024 42.2 / 42.6). f32 at W = 1-4 takes it on every grid (`clw_f32_any_grid`).
 /// `CCV1D_CL_BWD=2` turns it on wherever it is compiled (tests).
 fn clw_halo(g: &MainGeom, dt: DType, width: i64, dev: &DeviceInfo) -> bool {
     knob(Knob::ClBwd) == Some(2)

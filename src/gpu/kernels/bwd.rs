@@ -373,9 +373,8 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// (16x5376x512 200.4 / 202.0); not at W = 6 / 7 (385.5 / 394.6, 379.6 / 388.2) nor then on
 /// one-wave grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). Since
 /// session 37 at W = 2-4 (since session 38 W = 1-4) on every grid, with the halo
-/// (`clw_f32_any_grid`), and in 64-token
-/// chunks where those make three waves or more (`bwd_clw_geometry`: 8x2048x1024 75.3 / 72.2,
-/// 4x4096x512 41.2 / 40.4).
+/// (`clw_f32_any_grid`), and in 64-token chunks where those make three waves or more
+/// (`bwd_clw_geometry`: 8x2048x1024 75.3 / 72.2, 4x4096x512 41.2 / 40.4).
 /// `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
 fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
@@ -405,10 +404,11 @@ pub(super) const CLW_F32_WAVES: i64 = 2;
 /// 22.2, W = 2 22.7-22.8 / 22.0), 2x2048x1024 23.5 / 22.8-22.9, 8x512x1024 23.6 / 22.7-22.8,
 /// 2x1024x2048 23.6 / 22.6-22.8, 4x1024x1024 23.6 / 22.8-22.9, 1x2048x4096 even (40.6-40.7);
 /// without the halo (`CCV1D_CL_BWD=1`) by 0.3-0.4. W = 1 since session 38 (SiLU, µs, `bwd_cls`
-/// against it with the halo): 4x256x4096 21.6 / 21.3, 4x4096x512 37.8 / 37.6-37.7, 2x2048x1024
-/// 21.3 / 21.1 (8x2048x1024 took it already: 70.6 / 70.5-70.6). Not W = 5, where it lost on some
-/// grids (8x2048x1024 75.1 / 78.1, 4x4096x512 42.0 / 42.8-43.0) and won on others (2x2048x1024
-/// 25.0 / 23.6, 8x512x1024 24.3 / 23.5, 1x2048x4096 42.0 / 41.0, 4x256x4096 24.4 / 24.1).
+/// against it with the halo): 4x256x4096 21.5-21.6 / 21.2-21.3 (no activation 21.4 / 21.1),
+/// 2x2048x1024 21.3 / 21.1, 4x4096x512 even (37.7-37.8 / 37.6-37.8); 8x2048x1024 took it
+/// already (64-token chunks, 70.6). Not W = 5, where it lost on some grids (8x2048x1024 75.1 /
+/// 78.1, 4x4096x512 42.0 / 42.8-43.0) and won on others (2x2048x1024 25.0 / 23.6, 8x512x1024 24.3
+/// / 23.5, 1x2048x4096 42.0 / 41.0, 4x256x4096 24.4 / 24.1).
 fn clw_f32_any_grid(dt: DType, width: i64) -> bool {
     dt == DType::F32 && (1..=CLW_F32_SHORT_MAX_W).contains(&width)
 }

@@ -410,8 +410,11 @@ pub(super) const CLW_F32_WAVES: i64 = 2;
 /// 78.1, 4x4096x512 42.0 / 42.8-43.0) and won on others (2x2048x1024 25.0 / 23.6, 8x512x1024 24.3
 /// / 23.5, 1x2048x4096 42.0 / 41.0, 4x256x4096 24.4 / 24.1).
 fn clw_f32_any_grid(dt: DType, width: i64) -> bool {
-    dt == DType::F32 && (1..=CLW_F32_SHORT_MAX_W).contains(&width)
+    dt == DType::F32 && (1..=CLW_F32_ANY_GRID_MAX_W).contains(&width)
 }
+
+/// The widest f32 `bwd_clw` on every grid (`clw_f32_any_grid`).
+const CLW_F32_ANY_GRID_MAX_W: i64 = 4;
 
 /// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized at its blocks per SM), or chunks of
 /// CLW_CHUNK tokens (64 a warp) wherever rows are that long and those make at least two waves:

@@ -71,6 +71,30 @@ pub fn fwd_equal_chunks(g: MainGeom, dt: DType, batch: i64, dim: i64, seqlen: i6
     MainGeom { chunk, n_chunks, n_blocks: batch.saturating_mul(dim).saturating_mul(n_chunks), ..g }
 }
 
+/// A channel-first forward's chunks on the tile kernel: at most FWD_CHUNK_TILES tiles (8 KB of
+/// a row: 2048 f32 or 4096 16-bit tokens) where `main_geometry` gives longer ones, at W <=
+/// FWD_CHUNK_MAX_W; `fwd_equal_chunks` then evens them. Whole rows of 4-16 tiles ran 0.8-4.0 %
+/// slower on the H100 (docs/perf.md, session 39; SiLU, µs, whole rows / 2-tile chunks):
+/// - f32 4x5376x4096 242.0 / 238.7 (no activation 241.8 / 238.5, W = 2 241.9 / 238.4, W = 3
+///   241.8 / 238.5, W = 5 241.9 / 238.5), 2x5376x4096 122.9 / 121.3, 1x5376x4096 63.9 / 62.6,
+///   4x5376x8192 485.6 / 474.3, 4x2048x4096 94.7 / 93.3, 8x2048x4096 185.3 / 182.6, 4x4096x4096
+///   185.4 / 182.8, 16x1024x4096 185.4 / 182.4, 4x1024x4096 49.6 / 48.5, 2x2048x8192 96.3 / 93.4,
+///   1x2048x16384 96.4 / 93.7, 4x2048x5000 117.4 / 113.8;
+/// - bf16 4x5376x8192 242.4 / 239.8, 2x5376x8192 123.4 / 122.1, 2x2048x16384 97.8 / 94.1,
+///   1x2048x16384 49.7 / 49.2; f16 4x2048x8192 95.1 / 93.8.
+/// f32 at W = 6-8 lost (241.0 / 243.1, W = 8 241.1 / 243.6), and so did 1-tile 16-bit chunks
+/// (bf16 4x5376x4096 122.0 / 129.3). `CCV1D_CF_TILES` is taken as given.
+pub fn fwd_capped_chunks(g: MainGeom, dt: DType, width: i64, seqlen: i64) -> MainGeom {
+    let tile = tile_tokens(Layout::ChannelFirst, dt);
+    if g.layout != Layout::ChannelFirst || width > FWD_CHUNK_MAX_W || knob(Knob::CfTiles).is_some() || g.chunk <= FWD_CHUNK_TILES * tile {
+        return g;
+    }
+    let n_chunks = g.n_chunks.max(ceil_div(ceil_div(seqlen.max(1), tile), FWD_CHUNK_TILES));
+    MainGeom { n_chunks, chunk: FWD_CHUNK_TILES * tile, n_blocks: g.n_blocks / g.n_chunks.max(1) * n_chunks, ..g }
+}
+pub const FWD_CHUNK_TILES: i64 = 2;
+pub const FWD_CHUNK_MAX_W: i64 = 5;
+
 /// Channel-last streaming kernels (`ccv1d_fwd_cl_*`: each thread walks chunk / 8 consecutive
 /// tokens of 4 channels, reading K tokens before them again; the backward's `ccv1d_bwd_cls_*`).
 /// Chunks of whole CL_TT tiles, balanced along the row; slots = `fit.blocks_per_sm` resident

@@ -337,11 +337,32 @@ fn fwd_channel_first_geometry() {
     }
     // chunks of equal length (fwd_equal_chunks): main_geometry's 16 f32 tiles in 15 + 1 become
     // 8 + 8, bf16's 8 in 7 + 1 become 4 + 4, f32's 32 in 15 + 15 + 2 become 11 + 11 + 10; whole
-    // rows stay whole
-    for (dt, b, d, l, chunk, n) in [(DType::F32, 1, 2048, 16384, 8192, 2), (DType::BF16, 1, 2048, 16384, 8192, 2), (DType::F32, 1, 1024, 32768, 11264, 3), (DType::F32, 1, 1400, 8192, 4096, 2), (DType::F32, 4, 5376, 4096, 4096, 1)] {
-        let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+    // rows stay whole (at W = 6-8, past fwd_capped_chunks)
+    for (dt, b, d, l, w, chunk, n) in [(DType::F32, 1, 2048, 16384, 8, 8192, 2), (DType::BF16, 1, 2048, 16384, 6, 8192, 2), (DType::F32, 1, 1024, 32768, 8, 11264, 3), (DType::F32, 1, 1400, 8192, 6, 4096, 2), (DType::F32, 4, 5376, 4096, 6, 4096, 1)] {
+        let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
-        assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l}");
+        assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l} W = {w}");
+    }
+    // at W <= 5 chunks of at most 2 tiles (fwd_capped_chunks), evened by fwd_equal_chunks: whole
+    // rows of 4, 5 (2 + 2 + 1) and 16 tiles, 15 + 1 and 11 + 11 + 10; rows of 1-2 tiles stay whole
+    for (dt, b, d, l, w, chunk, n) in [
+        (DType::F32, 4, 5376, 4096, 4, 2048, 2),
+        (DType::F32, 4, 5376, 4096, 5, 2048, 2),
+        (DType::F32, 4, 5376, 4096, 1, 2048, 2),
+        (DType::F32, 1, 2048, 16384, 4, 2048, 8),
+        (DType::F32, 1, 1024, 32768, 2, 2048, 16),
+        (DType::F32, 4, 2048, 5000, 4, 2048, 3),
+        (DType::F32, 8, 5376, 2048, 4, 2048, 1),
+        (DType::F32, 8, 2048, 1024, 4, 1024, 1),
+        (DType::BF16, 4, 5376, 8192, 4, 4096, 2),
+        (DType::F16, 1, 2048, 16384, 3, 4096, 4),
+        (DType::BF16, 4, 5376, 4096, 4, 4096, 1),
+    ] {
+        let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
+        let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
+        assert_eq!(v[0].kernel, format!("ccv1d_fwd_cf_{}_w{w}", dt.name()));
+        let k = params_of(&v[0]);
+        assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l} W = {w}");
     }
     // short rows: several (batch, channel) rows per block, at least 16 threads per row
     for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 256, 3, 2048), (DType::F32, 4, 4096, 512, 1, 8192), (DType::BF16, 4, 256, 512, 2, 256), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {

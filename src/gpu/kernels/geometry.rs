@@ -73,7 +73,7 @@ pub fn fwd_equal_chunks(g: MainGeom, dt: DType, batch: i64, dim: i64, seqlen: i6
 
 /// A channel-first forward's chunks on the tile kernel: at most FWD_CHUNK_TILES tiles (8 KB of
 /// a row: 2048 f32 or 4096 16-bit tokens) where `main_geometry` gives longer ones, at W <=
-/// FWD_CHUNK_MAX_W; `fwd_equal_chunks` then evens them. Whole rows of 4-16 tiles ran 0.8-4.0 %
+/// FWD_CHUNK_MAX_W; `fwd_equal_chunks` then evens them. Chunks of 4-16 tiles ran 1.0-3.9 %
 /// slower on the H100 (docs/perf.md, session 39; SiLU, µs, whole rows / 2-tile chunks):
 /// - f32 4x5376x4096 242.0 / 238.7 (no activation 241.8 / 238.5, W = 2 241.9 / 238.4, W = 3
 ///   241.8 / 238.5, W = 5 241.9 / 238.5), 2x5376x4096 122.9 / 121.3, 1x5376x4096 63.9 / 62.6,

@@ -343,8 +343,9 @@ fn fwd_channel_first_geometry() {
         let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l} W = {w}");
     }
-    // at W <= 5 chunks of at most 2 tiles (fwd_capped_chunks), evened by fwd_equal_chunks: whole
-    // rows of 4, 5 (2 + 2 + 1) and 16 tiles, 15 + 1 and 11 + 11 + 10; rows of 1-2 tiles stay whole
+    // at W <= 5 chunks of at most 2 tiles (fwd_capped_chunks), evened by fwd_equal_chunks:
+    // main_geometry's whole rows of 4 and 5 tiles (2 + 2 + 1), its 15 + 1 and 15 + 15 + 2 f32
+    // tiles and its 7 + 1 f16 ones; rows of 1-2 tiles stay whole
     for (dt, b, d, l, w, chunk, n) in [
         (DType::F32, 4, 5376, 4096, 4, 2048, 2),
         (DType::F32, 4, 5376, 4096, 5, 2048, 2),

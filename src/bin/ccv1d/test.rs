@@ -314,11 +314,15 @@ fn feature_cases(out: &mut Vec<Case>) {
             //   row, 8 partial rows, a reduce launch);
             // - batch 1-2, rows of >= 8 tiles, at most 2048 rows: 3-tile chunks (3 + 3 + 2, 3
             //   partial rows a channel).
-            // The forward cuts both into 2-tile chunks (kernels/geometry.rs fwd_capped_chunks: 2 +
+            // The forward cuts both into 2-tile chunks (kernels/geometry.rs fwd_equal_chunks: 2 +
             // 2 and 2 + 2 + 2 + 2 tiles), and bf16 1x800x16384 (main_geometry's 3 + 3 + 2 tiles) too.
-            let capped = [("rows/f32-2tile-chunks", (4, 600, 4096, 4)), ("rows/f32-3tile-chunks", (1, 1400, 8192, 4)), ("rows/16bit-2tile-chunks", (1, 800, 16384, 4))];
-            if lay == Lay::Cf && dt != DType::F16 {
-                for (name, shape) in capped.into_iter().filter(|(n, _)| n.contains("f32") == (dt == DType::F32)) {
+            let chunked = [
+                (DType::F32, "rows/f32-2tile-chunks", (4, 600, 4096, 4)),
+                (DType::F32, "rows/f32-3tile-chunks", (1, 1400, 8192, 4)),
+                (DType::BF16, "rows/16bit-2tile-chunks", (1, 800, 16384, 4)),
+            ];
+            if lay == Lay::Cf {
+                for (_, name, shape) in chunked.into_iter().filter(|c| c.0 == dt) {
                     conv2(out, name, dt, lay, shape, |c, _| {
                         c.silu = true;
                         c.bias = Some(c.xdt);

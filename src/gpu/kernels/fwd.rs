@@ -38,7 +38,7 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
             let mut g = match layout {
                 Layout::ChannelFirst => {
                     let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
-                    fwd_equal_chunks(fwd_capped_chunks(g, dt, inp.width, inp.seqlen), dt, inp.batch, inp.dim, inp.seqlen)
+                    fwd_equal_chunks(g, dt, inp.width, inp.batch, inp.dim, inp.seqlen)
                 }
                 Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev)?,
                 Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,

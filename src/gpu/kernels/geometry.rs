@@ -53,44 +53,35 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks, brows: 1 })
 }
 
-/// A channel-first forward's chunks of equal length: `main_geometry`'s count of chunks a row, each
-/// of ceil(tiles / count) tiles, where its tiles a block leave a short last chunk (16 tiles in
-/// 15 + 1, 8 in 7 + 1): as many blocks, the longest of them shorter. H100 (docs/perf.md,
-/// session 30; SiLU, µs, `main_geometry`'s chunks / equal ones): f32 1x2048x16384 99.2-99.3 /
-/// 97.2-97.3, 2x1024x16384 99.2-99.6 / 97.0-97.1, 1x1024x32768 98.8-99.0 / 97.7-97.8,
-/// 1x1536x8192 38.4 / 37.8-37.9; bf16 1x2048x16384 51.2 / 49.8, 1x1536x16384 39.2 / 38.4. The
-/// backward keeps `main_geometry`'s chunks: its own rules start from them (bf16 1x2048x16384
-/// in 4-tile chunks 78.2 against 75.2). `CCV1D_CF_TILES` is taken as given.
-pub fn fwd_equal_chunks(g: MainGeom, dt: DType, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
+/// A channel-first forward's chunks, of equal length: `main_geometry`'s count of chunks a row, raised
+/// at W <= FWD_CHUNK_MAX_W to chunks of at most FWD_CHUNK_TILES tiles, each of ceil(tiles / count)
+/// tiles. `CCV1D_CF_TILES` is taken as given. The backward keeps `main_geometry`'s chunks: its own
+/// rules start from them (bf16 1x2048x16384 in 4-tile chunks 78.2 against 75.2 µs).
+/// - Equal: where `main_geometry`'s tiles a block leave a short last chunk (16 tiles in 15 + 1, 8
+///   in 7 + 1): as many blocks, the longest of them shorter. H100 (docs/perf.md, session 30;
+///   SiLU, µs, `main_geometry`'s chunks / equal ones): f32 1x2048x16384 99.2-99.3 / 97.2-97.3,
+///   2x1024x16384 99.2-99.6 / 97.0-97.1, 1x1024x32768 98.8-99.0 / 97.7-97.8, 1x1536x8192 38.4 /
+///   37.8-37.9; bf16 1x2048x16384 51.2 / 49.8, 1x1536x16384 39.2 / 38.4.
+/// - At most 2 tiles (8 KB of a row: 2048 f32 or 4096 16-bit tokens): chunks of 4-16 tiles ran
+///   1.0-3.9 % slower on the H100 (docs/perf.md, session 39; SiLU, µs, whole rows / 2-tile chunks):
+///   f32 4x5376x4096 242.0 / 238.7 (no activation 241.8 / 238.5, W = 2 241.9 / 238.4, W = 3 241.8
+///   / 238.5, W = 5 241.9 / 238.5), 2x5376x4096 122.9 / 121.3, 1x5376x4096 63.9 / 62.6,
+///   4x5376x8192 485.6 / 474.3, 4x2048x4096 94.7 / 93.3, 8x2048x4096 185.3 / 182.6, 4x4096x4096
+///   185.4 / 182.8, 16x1024x4096 185.4 / 182.4, 4x1024x4096 49.6 / 48.5, 2x2048x8192 96.3 / 93.4,
+///   1x2048x16384 96.4 / 93.7, 4x2048x5000 117.4 / 113.8; bf16 4x5376x8192 242.4 / 239.8,
+///   2x5376x8192 123.4 / 122.1, 2x2048x16384 97.8 / 94.1, 1x2048x16384 49.7 / 49.2; f16
+///   4x2048x8192 95.1 / 93.8. f32 at W = 6-8 lost (241.0 / 243.1, W = 8 241.1 / 243.6), and so
+///   did 1-tile 16-bit chunks (bf16 4x5376x4096 122.0 / 129.3).
+pub fn fwd_equal_chunks(g: MainGeom, dt: DType, width: i64, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
     let tile = tile_tokens(Layout::ChannelFirst, dt);
     if g.layout != Layout::ChannelFirst || knob(Knob::CfTiles).is_some() {
         return g;
     }
-    let chunk = ceil_div(ceil_div(seqlen.max(1), tile), g.n_chunks.max(1)) * tile;
+    let tiles = ceil_div(seqlen.max(1), tile);
+    let count = if width <= FWD_CHUNK_MAX_W { g.n_chunks.max(ceil_div(tiles, FWD_CHUNK_TILES)) } else { g.n_chunks.max(1) };
+    let chunk = ceil_div(tiles, count) * tile;
     let n_chunks = ceil_div(seqlen.max(1), chunk);
     MainGeom { chunk, n_chunks, n_blocks: batch.saturating_mul(dim).saturating_mul(n_chunks), ..g }
-}
-
-/// A channel-first forward's chunks on the tile kernel: at most FWD_CHUNK_TILES tiles (8 KB of
-/// a row: 2048 f32 or 4096 16-bit tokens) where `main_geometry` gives longer ones, at W <=
-/// FWD_CHUNK_MAX_W; `fwd_equal_chunks` then evens them. Chunks of 4-16 tiles ran 1.0-3.9 %
-/// slower on the H100 (docs/perf.md, session 39; SiLU, µs, whole rows / 2-tile chunks):
-/// - f32 4x5376x4096 242.0 / 238.7 (no activation 241.8 / 238.5, W = 2 241.9 / 238.4, W = 3
-///   241.8 / 238.5, W = 5 241.9 / 238.5), 2x5376x4096 122.9 / 121.3, 1x5376x4096 63.9 / 62.6,
-///   4x5376x8192 485.6 / 474.3, 4x2048x4096 94.7 / 93.3, 8x2048x4096 185.3 / 182.6, 4x4096x4096
-///   185.4 / 182.8, 16x1024x4096 185.4 / 182.4, 4x1024x4096 49.6 / 48.5, 2x2048x8192 96.3 / 93.4,
-///   1x2048x16384 96.4 / 93.7, 4x2048x5000 117.4 / 113.8;
-/// - bf16 4x5376x8192 242.4 / 239.8, 2x5376x8192 123.4 / 122.1, 2x2048x16384 97.8 / 94.1,
-///   1x2048x16384 49.7 / 49.2; f16 4x2048x8192 95.1 / 93.8.
-/// f32 at W = 6-8 lost (241.0 / 243.1, W = 8 241.1 / 243.6), and so did 1-tile 16-bit chunks
-/// (bf16 4x5376x4096 122.0 / 129.3). `CCV1D_CF_TILES` is taken as given.
-pub fn fwd_capped_chunks(g: MainGeom, dt: DType, width: i64, seqlen: i64) -> MainGeom {
-    let tile = tile_tokens(Layout::ChannelFirst, dt);
-    if g.layout != Layout::ChannelFirst || width > FWD_CHUNK_MAX_W || knob(Knob::CfTiles).is_some() || g.chunk <= FWD_CHUNK_TILES * tile {
-        return g;
-    }
-    let n_chunks = g.n_chunks.max(ceil_div(ceil_div(seqlen.max(1), tile), FWD_CHUNK_TILES));
-    MainGeom { n_chunks, chunk: FWD_CHUNK_TILES * tile, n_blocks: g.n_blocks / g.n_chunks.max(1) * n_chunks, ..g }
 }
 pub const FWD_CHUNK_TILES: i64 = 2;
 pub const FWD_CHUNK_MAX_W: i64 = 5;

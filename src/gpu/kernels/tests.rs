@@ -337,13 +337,13 @@ fn fwd_channel_first_geometry() {
     }
     // chunks of equal length (fwd_equal_chunks): main_geometry's 16 f32 tiles in 15 + 1 become
     // 8 + 8, bf16's 8 in 7 + 1 become 4 + 4, f32's 32 in 15 + 15 + 2 become 11 + 11 + 10; whole
-    // rows stay whole (at W = 6-8, past fwd_capped_chunks)
+    // rows stay whole (at W = 6-8, past the 2-tile cap)
     for (dt, b, d, l, w, chunk, n) in [(DType::F32, 1, 2048, 16384, 8, 8192, 2), (DType::BF16, 1, 2048, 16384, 6, 8192, 2), (DType::F32, 1, 1024, 32768, 8, 11264, 3), (DType::F32, 1, 1400, 8192, 6, 4096, 2), (DType::F32, 4, 5376, 4096, 6, 4096, 1)] {
         let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l} W = {w}");
     }
-    // at W <= 5 chunks of at most 2 tiles (fwd_capped_chunks), evened by fwd_equal_chunks:
+    // at W <= 5 chunks of at most 2 tiles, evened (fwd_equal_chunks):
     // main_geometry's whole rows of 4 and 5 tiles (2 + 2 + 1), its 15 + 1 and 15 + 15 + 2 f32
     // tiles and its 7 + 1 f16 ones; rows of 1-2 tiles stay whole
     for (dt, b, d, l, w, chunk, n) in [

@@ -30,6 +30,10 @@ step sweep 200 env CCV1D_TEST_CASES=${CASES:-1000} CCV1D_TEST_REPEATS=100 "$BIN/
 # bwd_cf/bwd_cfw batch-row groups forced to 3 rows per block (CCV1D_BWD_ROWS; the geometry picks them
 # only for large shapes): groups of 3 with a shorter last one, skipped rows inside groups
 step bwd-row-groups 200 env CCV1D_BWD_ROWS=3 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# every channel-first block at most 1 step (CCV1D_CF_STEPS=1: one tile of one batch row), then at
+# most 3 (chunks evened to 3 tiles or fewer, up to 3 rows of a 1-tile chunk): the step caps of
+# kernels/geometry.rs (cf_max_steps, fwd_max_steps) on every case
+step cf-steps 240 env CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c 'CCV1D_CF_STEPS=1 "$0" test --backend gpu --full --layout cf && CCV1D_CF_STEPS=3 "$0" test --backend gpu --full --layout cf && CCV1D_CF_STEPS=1 "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-first forward and backward on the warp-span kernels (fwd_cfw, bwd_cfw) wherever
 # they can run (every width; ragged last spans; 16-bit W <= 4 backward on bwd_cfw7), then never
 # (the tile kernels as before session 8)

@@ -69,7 +69,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         if r == 0 {
             let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
             let spans = ceil_div(g.chunk.min(inp.seqlen), tile_tokens(layout, inp.x.dtype));
-            g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, 1, slots, true);
+            g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, 1, slots, cf_max_steps(), true);
         } else if inp.batch > 1 && inp.batch & (inp.batch - 1) == 0 && inp.batch <= 1 << r {
             // bwd_cfs: every batch row of a channel in one block (channel-major rows), so one
             // partial row, stored directly: no reduce launch (seeds' Small bf16: 2 launches -> 1)
@@ -235,11 +235,11 @@ fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     let per_step = NT as i64 / dev.warp_size.max(1) as i64;
     let cost = |g: &MainGeom| {
         let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
-        let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, true);
+        let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, cf_max_steps(), true);
         cf_block_cost(inp.batch, inp.dim, g.n_chunks, rows, spans, per_step, slots)
     };
     let mut best = (cost(&g), g);
-    for tiles in g.chunk / tile + 1..=ceil_div(inp.seqlen, tile).min(MAX_TILES_PER_BLOCK) {
+    for tiles in g.chunk / tile + 1..=ceil_div(inp.seqlen, tile).min(cf_max_steps()) {
         let n_chunks = ceil_div(inp.seqlen, tiles * tile);
         let c = MainGeom { chunk: tiles * tile, n_chunks, n_blocks: inp.batch.saturating_mul(inp.dim).saturating_mul(n_chunks), ..g };
         let k = cost(&c);
@@ -316,7 +316,7 @@ fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     // multiprocessor
     let grid = |per_sm: i64| {
         let slots = dev.multiprocessors.max(1) as i64 * per_sm;
-        let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, true);
+        let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, cf_max_steps(), true);
         let n = ceil_div(inp.batch, rows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
         (rows, n, ceil_div(n, slots) as f64 - n as f64 / slots as f64, slots)
     };

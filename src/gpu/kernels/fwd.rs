@@ -38,7 +38,7 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
             let mut g = match layout {
                 Layout::ChannelFirst => {
                     let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
-                    fwd_equal_chunks(g, dt, inp.width, inp.batch, inp.dim, inp.seqlen)
+                    fwd_cf_chunks(g, dt, inp.width, inp.batch, inp.dim, inp.seqlen)
                 }
                 Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev)?,
                 Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
@@ -47,7 +47,7 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
             if warp {
                 let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
                 let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
-                g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots, false);
+                g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots, fwd_max_steps(inp.width), false);
                 g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
             }
             let mut km = main_params(&k, &g, vec);

@@ -43,7 +43,12 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     let total = rows.saturating_mul(tiles_per_row);
     let target = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
     let tuned = if layout == Layout::ChannelFirst { knob(Knob::CfTiles) } else { None };
-    let per_block = tuned.unwrap_or(total / target).clamp(1, MAX_TILES_PER_BLOCK.min(tiles_per_row));
+    let most = if layout == Layout::ChannelFirst && tuned.is_none() { cf_max_steps() } else { MAX_TILES_PER_BLOCK };
+    let mut per_block = tuned.unwrap_or(total / target).clamp(1, most.min(tiles_per_row));
+    if tuned.is_none() && per_block == most && most < tiles_per_row {
+        // cut at the cap: equal chunks, not `most` tiles and a short last one
+        per_block = ceil_div(tiles_per_row, ceil_div(tiles_per_row, most));
+    }
     let chunk = per_block * tile;
     let n_chunks = ceil_div(seqlen.max(1), chunk);
     let n_blocks = rows.saturating_mul(n_chunks);
@@ -53,9 +58,10 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks, brows: 1 })
 }
 
-/// A channel-first forward's chunks, of equal length: `main_geometry`'s count of chunks a row, raised
-/// at W <= FWD_CHUNK_MAX_W to chunks of at most FWD_CHUNK_TILES tiles, each of ceil(tiles / count)
-/// tiles. `CCV1D_CF_TILES` is taken as given. The backward keeps `main_geometry`'s chunks: its own
+/// A channel-first forward's chunks: `main_geometry`'s count of chunks a row, raised at W <=
+/// FWD_CHUNK_MAX_W to chunks of at most FWD_CHUNK_TILES tiles and at 16-bit W >= 6 to at most
+/// FWD_WIDE_MAX_STEPS, each of ceil(tiles / count) tiles; f32 at W >= 6 in chunks of
+/// FWD_WIDE_F32_TILES and a shorter last one. `CCV1D_CF_TILES` is taken as given. The backward keeps `main_geometry`'s chunks: its own
 /// rules start from them (bf16 1x2048x16384 in 4-tile chunks 78.2 against 75.2 µs).
 /// - Equal: where `main_geometry`'s tiles a block leave a short last chunk (16 tiles in 15 + 1, 8
 ///   in 7 + 1): as many blocks, the longest of them shorter. H100 (docs/perf.md, session 30;
@@ -72,19 +78,39 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
 ///   2x5376x8192 123.4 / 122.1, 2x2048x16384 97.8 / 94.1, 1x2048x16384 49.7 / 49.2; f16
 ///   4x2048x8192 95.1 / 93.8. f32 at W = 6-8 lost (241.0 / 243.1, W = 8 241.1 / 243.6), and so
 ///   did 1-tile 16-bit chunks (bf16 4x5376x4096 122.0 / 129.3).
-pub fn fwd_equal_chunks(g: MainGeom, dt: DType, width: i64, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
+/// - W >= 6 (docs/perf.md, session 40; SiLU, µs, the chunks before / now): f32 in 3-tile chunks,
+///   4x5376x8192 483.4 / 469.4, 4x2048x12288 282.4 / 272.3, 4x2048x6144 141.1 / 138.3, 2x4096x5120
+///   117.9 / 115.9, 2x2048x16384 191.5 / 183.9, 4x5376x4096 241.0 / 240.9 (3 + 1; 2 + 2 took
+///   243.0, so the chunks are not evened); 16-bit on `fwd_cfw` at most 4 steps a block
+///   (`fwd_max_steps`: chunks and rows a block), bf16 2x2048x16384 W = 6 / 7 106.3 / 94.8, 110.8 /
+///   94.9, 4x2048x8192 W = 7 110.8 / 94.8, 4x5376x8192 W = 8 244.6 / 242.3.
+pub fn fwd_cf_chunks(g: MainGeom, dt: DType, width: i64, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
     let tile = tile_tokens(Layout::ChannelFirst, dt);
     if g.layout != Layout::ChannelFirst || knob(Knob::CfTiles).is_some() {
         return g;
     }
     let tiles = ceil_div(seqlen.max(1), tile);
-    let count = if width <= FWD_CHUNK_MAX_W { g.n_chunks.max(ceil_div(tiles, FWD_CHUNK_TILES)) } else { g.n_chunks.max(1) };
-    let chunk = ceil_div(tiles, count) * tile;
+    let per_block = if width > FWD_CHUNK_MAX_W && dt == DType::F32 {
+        FWD_WIDE_F32_TILES.min(fwd_max_steps(width)).min(tiles)
+    } else {
+        let most = if width <= FWD_CHUNK_MAX_W { FWD_CHUNK_TILES } else { fwd_max_steps(width) };
+        ceil_div(tiles, g.n_chunks.max(ceil_div(tiles, most)))
+    };
+    let chunk = per_block * tile;
     let n_chunks = ceil_div(seqlen.max(1), chunk);
     MainGeom { chunk, n_chunks, n_blocks: batch.saturating_mul(dim).saturating_mul(n_chunks), ..g }
 }
 pub const FWD_CHUNK_TILES: i64 = 2;
 pub const FWD_CHUNK_MAX_W: i64 = 5;
+pub const FWD_WIDE_F32_TILES: i64 = 3;
+
+/// Most steps a forward block walks: `cf_max_steps`, and FWD_WIDE_MAX_STEPS at W >= 6 (the knob
+/// `CCV1D_CF_STEPS` sets both).
+pub(super) fn fwd_max_steps(width: i64) -> i64 {
+    let most = if width <= FWD_CHUNK_MAX_W { CF_MAX_STEPS } else { FWD_WIDE_MAX_STEPS };
+    knob(Knob::CfSteps).map_or(most, |v| v.min(MAX_TILES_PER_BLOCK))
+}
+pub const FWD_WIDE_MAX_STEPS: i64 = 4;
 
 /// Channel-last streaming kernels (`ccv1d_fwd_cl_*`: each thread walks chunk / 8 consecutive
 /// tokens of 4 channels, reading K tokens before them again; the backward's `ccv1d_bwd_cls_*`).
@@ -279,9 +305,9 @@ pub(super) fn fwd_cfw_blocks_per_sm(width: i64) -> i64 {
 /// bf16 on bwd_cf: 13 of 57 instructions per element, a fifth of the stall samples in the
 /// weights' loads, with 2 tiles per block), so G rows per block is chosen for the fewest wave-quantized
 /// (steps + 1) per block slot. A row is `spans` units of work and a block does `per_step` at a
-/// time (bwd_cf: tiles, 1; the cfw kernels: warp spans, their warps), at most
-/// MAX_TILES_PER_BLOCK steps. `CCV1D_BWD_ROWS` overrides it (tuning).
-pub(super) fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, slots: i64, whole_batch_on_tie: bool) -> i64 {
+/// time (bwd_cf: tiles, 1; the cfw kernels: warp spans, their warps), at most `max_steps`
+/// steps (`cf_max_steps`, `fwd_max_steps`). `CCV1D_BWD_ROWS` overrides it (tuning).
+pub(super) fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_step: i64, slots: i64, max_steps: i64, whole_batch_on_tie: bool) -> i64 {
     if g.n_chunks != 1 || batch <= 1 {
         return 1;
     }
@@ -290,7 +316,7 @@ pub(super) fn cf_row_group(batch: i64, dim: i64, g: &MainGeom, spans: i64, per_s
     }
     let (spans, per_step) = (spans.max(1), per_step.max(1));
     let mut best = (i64::MAX, 1);
-    for rows in 1..=batch.min(MAX_TILES_PER_BLOCK * per_step / spans).max(1) {
+    for rows in 1..=batch.min(max_steps * per_step / spans).max(1) {
         let cost = cf_block_cost(batch, dim, 1, rows, spans, per_step, slots);
         // backward: a tie with the whole batch goes to it (one partial row: no reduce launch)
         if cost < best.0 || (whole_batch_on_tie && cost == best.0 && rows == batch) {
@@ -308,6 +334,22 @@ pub(super) fn cf_block_cost(batch: i64, dim: i64, n_chunks: i64, rows: i64, span
     let steps = ceil_div(rows.saturating_mul(spans), per_step.max(1));
     ceil_div(blocks, slots.max(1)).saturating_mul(steps + 1)
 }
+
+/// Most steps a channel-first block walks (a step: a tile of `bwd_cf` / `fwd_cf`, or a warp span
+/// per warp of a `cfw` kernel, which is a tile too): caps `main_geometry`'s chunks (evened where
+/// it cuts) and the backward's rows a block (`cf_row_group`). `CCV1D_CF_STEPS` overrides it
+/// (tuning; at most MAX_TILES_PER_BLOCK). Blocks of 16 steps ran 4-10 % slower than blocks of 12
+/// or fewer, blocks of 12 as fast as 8 (docs/perf.md, session 40; H100, W = 4 SiLU backward, µs,
+/// cap 16 / 12 / 8): bf16 2x2048x16384 (2 rows of 8 tiles a block) 156.3 / 144.8 / 144.9,
+/// 4x2048x8192 155.6 / 143.9 / 143.9, 4x1024x16384 158.9 / 145.0 / 145.0, 8x1024x16384 286.2 /
+/// 280.1 / 280.1, 2x1024x32768 159.5 / 145.1 / 145.3, f16 2x2048x16384 152.2 / 144.5 / 144.6, f32
+/// 1x4096x16384 284.2 / 277.8 / 277.9; unchanged 4x5376x8192 361.4 / 361.3 / 361.4 and
+/// 4x5376x4096 182.8; 2x2048x12288 (2 rows of 6 tiles) 109.3 / 109.4 / 110.3, and at a cap of 6
+/// 4x5376x4096 lost (184.1).
+pub(super) fn cf_max_steps() -> i64 {
+    knob(Knob::CfSteps).map_or(CF_MAX_STEPS, |v| v.min(MAX_TILES_PER_BLOCK))
+}
+pub const CF_MAX_STEPS: i64 = 12;
 
 /// Channel-first forward on rows shorter than half a tile: log2 of the rows a block covers (its
 /// threads split into 2^r sub-blocks of one row each, at least 16 threads per row; kernel

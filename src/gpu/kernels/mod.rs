@@ -503,11 +503,13 @@ enum Knob {
     CfTiles,
     /// `CCV1D_OVERLAP`: 0 = no programmatic dependent launches (`overlap_launches`).
     Overlap,
+    /// `CCV1D_CF_STEPS`: most steps a channel-first block walks (`cf_max_steps`).
+    CfSteps,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 15] = [const { OnceLock::new() }; 15];
+    static VALUES: [OnceLock<Option<i64>>; 16] = [const { OnceLock::new() }; 16];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -524,6 +526,7 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::ReduceRows => "CCV1D_REDUCE_ROWS",
         Knob::CfTiles => "CCV1D_CF_TILES",
         Knob::Overlap => "CCV1D_OVERLAP",
+        Knob::CfSteps => "CCV1D_CF_STEPS",
     };
     let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))

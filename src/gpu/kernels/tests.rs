@@ -327,23 +327,32 @@ fn fwd_channel_first_geometry() {
     assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
     // 16-bit rows of one or two warp spans in a problem of 2^22 elements and up: warp spans,
     // several batch rows of a channel per block (4x4096x512: all 4, 4096 blocks); and at
-    // W >= 6 on long rows
-    for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 4, 4096), (DType::BF16, 4, 5376, 4096, 6, 2, 10752)] {
+    // W >= 6 on long rows, at most 4 steps (tiles) a block (fwd_max_steps): 4x5376x4096 2 rows of
+    // 2 tiles, 4x2048x8192 one row of 4 (the old rule took all 4 rows: 16 steps)
+    for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 4, 4096), (DType::BF16, 4, 5376, 4096, 6, 2, 10752), (DType::BF16, 4, 2048, 8192, 7, 1, 8192)] {
         let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
         let k = params_of(&v[0]);
         assert_eq!(v[0].kernel, format!("ccv1d_fwd_cfw_{}_w{w}", dt.name()));
         assert_eq!((k.brows as i64, k.n_chunks, k.n_blocks), (brows, 1, blocks), "{dt:?} {b}x{d}x{l}");
     }
-    // chunks of equal length (fwd_equal_chunks): main_geometry's 16 f32 tiles in 15 + 1 become
-    // 8 + 8, bf16's 8 in 7 + 1 become 4 + 4, f32's 32 in 15 + 15 + 2 become 11 + 11 + 10; whole
-    // rows stay whole (at W = 6-8, past the 2-tile cap)
-    for (dt, b, d, l, w, chunk, n) in [(DType::F32, 1, 2048, 16384, 8, 8192, 2), (DType::BF16, 1, 2048, 16384, 6, 8192, 2), (DType::F32, 1, 1024, 32768, 8, 11264, 3), (DType::F32, 1, 1400, 8192, 6, 4096, 2), (DType::F32, 4, 5376, 4096, 6, 4096, 1)] {
+    // W >= 6 (fwd_cf_chunks): f32 in 3-tile chunks and a shorter last one (16 tiles in 5 x 3 + 1,
+    // 32 in 10 x 3 + 2, 8 in 3 + 3 + 2, 4 in 3 + 1); 16-bit in evened chunks of at most 4 tiles
+    // (main_geometry's 7 + 1 become 4 + 4, its whole 8-tile rows of 2x2048x16384 too)
+    for (dt, b, d, l, w, chunk, n) in [
+        (DType::F32, 1, 2048, 16384, 8, 3072, 6),
+        (DType::F32, 1, 1024, 32768, 8, 3072, 11),
+        (DType::F32, 1, 1400, 8192, 6, 3072, 3),
+        (DType::F32, 4, 5376, 4096, 6, 3072, 2),
+        (DType::F32, 4, 5376, 2048, 7, 2048, 1),
+        (DType::BF16, 1, 2048, 16384, 6, 8192, 2),
+        (DType::BF16, 2, 2048, 16384, 7, 8192, 2),
+    ] {
         let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l} W = {w}");
     }
-    // at W <= 5 chunks of at most 2 tiles, evened (fwd_equal_chunks):
+    // at W <= 5 chunks of at most 2 tiles, evened (fwd_cf_chunks):
     // main_geometry's whole rows of 4 and 5 tiles (2 + 2 + 1), its 15 + 1 and 15 + 15 + 2 f32
     // tiles and its 7 + 1 f16 ones; rows of 1-2 tiles stay whole
     for (dt, b, d, l, w, chunk, n) in [
@@ -767,6 +776,13 @@ fn bwd_cfw_chunk_choice() {
     let w5 = bwd_plan(inputs(DType::F32, 4, 5376, 4096, 5, cf(4, 5376, 4096)));
     assert_eq!(params_of(&bwd_launches(&w5, &h100(), 0x8000_0000).unwrap()[0]).chunk, 4096, "W = 5 keeps whole rows");
     assert_eq!(geom(DType::BF16, (4, 5376, 4096)), (4096, 5376, 4, 1));
+    // at most 12 steps (tiles) a block (cf_max_steps): no more 2 rows of 8 tiles or a whole
+    // 16-tile row; 2 rows of 6 still
+    assert_eq!(geom(DType::BF16, (2, 2048, 16384)), (16384, 4096, 1, 2));
+    assert_eq!(geom(DType::BF16, (4, 2048, 8192)), (8192, 4096, 2, 2));
+    assert_eq!(geom(DType::BF16, (1, 1024, 32768)), (16384, 2048, 1, 2));
+    assert_eq!(geom(DType::BF16, (2, 2048, 12288)), (12288, 2048, 2, 1));
+    assert_eq!(geom(DType::F32, (1, 4096, 16384)).0, 8192);
     assert_eq!(geom(DType::BF16, (8, 2048, 1024)), (2048, 2048, 8, 1));
 }
 

@@ -61,8 +61,9 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
 /// A channel-first forward's chunks: `main_geometry`'s count of chunks a row, raised at W <=
 /// FWD_CHUNK_MAX_W to chunks of at most FWD_CHUNK_TILES tiles and at 16-bit W >= 6 to at most
 /// FWD_WIDE_MAX_STEPS, each of ceil(tiles / count) tiles; f32 at W >= 6 in chunks of
-/// FWD_WIDE_F32_TILES and a shorter last one. `CCV1D_CF_TILES` is taken as given. The backward keeps `main_geometry`'s chunks: its own
-/// rules start from them (bf16 1x2048x16384 in 4-tile chunks 78.2 against 75.2 µs).
+/// FWD_WIDE_F32_TILES and a shorter last one. `CCV1D_CF_TILES` is taken as given. The backward
+/// keeps `main_geometry`'s chunks: its own rules start from them (bf16 1x2048x16384 in 4-tile
+/// chunks 78.2 against 75.2 µs).
 /// - Equal: where `main_geometry`'s tiles a block leave a short last chunk (16 tiles in 15 + 1, 8
 ///   in 7 + 1): as many blocks, the longest of them shorter. H100 (docs/perf.md, session 30;
 ///   SiLU, µs, `main_geometry`'s chunks / equal ones): f32 1x2048x16384 99.2-99.3 / 97.2-97.3,
@@ -338,7 +339,7 @@ pub(super) fn cf_block_cost(batch: i64, dim: i64, n_chunks: i64, rows: i64, span
 /// Most steps a channel-first block walks (a step: a tile of `bwd_cf` / `fwd_cf`, or a warp span
 /// per warp of a `cfw` kernel, which is a tile too): caps `main_geometry`'s chunks (evened where
 /// it cuts) and the backward's rows a block (`cf_row_group`). `CCV1D_CF_STEPS` overrides it
-/// (tuning; at most MAX_TILES_PER_BLOCK). Blocks of 16 steps ran 4-10 % slower than blocks of 12
+/// (tuning; at most MAX_TILES_PER_BLOCK). Blocks of 16 steps ran 2-9 % slower than blocks of 12
 /// or fewer, blocks of 12 as fast as 8 (docs/perf.md, session 40; H100, W = 4 SiLU backward, µs,
 /// cap 16 / 12 / 8): bf16 2x2048x16384 (2 rows of 8 tiles a block) 156.3 / 144.8 / 144.9,
 /// 4x2048x8192 155.6 / 143.9 / 143.9, 4x1024x16384 158.9 / 145.0 / 145.0, 8x1024x16384 286.2 /

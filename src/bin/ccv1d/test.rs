@@ -314,10 +314,12 @@ fn feature_cases(out: &mut Vec<Case>) {
             //   row, 8 partial rows, a reduce launch);
             // - batch 1-2, rows of >= 8 tiles, at most 2048 rows: 3-tile chunks (3 + 3 + 2, 3
             //   partial rows a channel).
-            // The forward cuts both into 2-tile chunks (kernels/geometry.rs fwd_cf_chunks: 2 +
-            // 2 and 2 + 2 + 2 + 2 tiles), and bf16 1x800x16384 (main_geometry's 3 + 3 + 2 tiles) too.
-            // At W >= 6 the forward takes f32 rows in 3-tile chunks (4x600x4096: 3 + 1 tiles) and
-            // gives a 16-bit `fwd_cfw` block at most 4 steps (4x600x8192: one row of 4 tiles, not 2).
+            // The forward runs both, and bf16 1x800x16384 (main_geometry's 3 + 3 + 2 tiles), on
+            // `fwd_cfw` in blocks of one tile of one row (kernels/fwd.rs fwd_one_step: each makes
+            // 4 waves of such blocks or more; validate.sh's cf-warp-never runs them on the tile
+            // kernel in 2-tile chunks). At W >= 6 the forward takes f32 rows in 3-tile chunks
+            // (4x600x4096: 3 + 1 tiles) and gives a 16-bit `fwd_cfw` block at most 4 steps
+            // (4x600x8192: one row of 4 tiles, not 2).
             let chunked = [
                 (DType::F32, "rows/f32-2tile-chunks", (4, 600, 4096, 4)),
                 (DType::F32, "rows/f32-3tile-chunks", (1, 1400, 8192, 4)),

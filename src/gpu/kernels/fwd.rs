@@ -35,15 +35,15 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
             v.push(l);
         } else {
             let clw = layout == Layout::ChannelLast && vec && fwd_clw(p);
+            let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
             let mut g = match layout {
                 Layout::ChannelFirst => {
                     let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
-                    fwd_cf_chunks(g, dt, inp.width, inp.batch, inp.dim, inp.seqlen)
+                    fwd_cf_chunks(g, dt, inp.width, warp, inp.batch, inp.dim, inp.seqlen)
                 }
                 Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev)?,
                 Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
             };
-            let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
             if warp {
                 let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
                 let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(dt, dev));
@@ -177,9 +177,25 @@ fn fwd_warp_spans(p: &FwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let short = inp.seqlen * 2 <= tile_tokens(Layout::ChannelFirst, inp.x.dtype);
     let big = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen) >= 1 << 22;
-    let faster = inp.x.dtype != DType::F32 && (inp.width >= 6 || (short && big));
+    let faster = (inp.x.dtype != DType::F32 && (inp.width >= 6 || (short && big))) || fwd_one_step(inp, dev);
     cf_warp_spans(inp, &[&inp.x, &p.out], faster, dev)
 }
+
+/// The forward at W <= FWD_NARROW_MAX_W on `fwd_cfw` in blocks of one step (a tile of one row:
+/// `fwd_max_steps`), any dtype, where those blocks make FWD_ONE_STEP_WAVES waves or more. H100
+/// (docs/perf.md, session 40; SiLU, µs, the tile kernel in 2-tile chunks / one-step `fwd_cfw`):
+/// bf16 4x5376x4096 121.9 / 119.4, f16 121.9 / 119.3, W = 2 121.5 / 119.2, 2x5376x8192 122.2 /
+/// 119.9, 1x2048x16384 49.2 / 47.9, 1x5376x4096 33.8 / 32.4, 8x5376x2048 (rows of one tile)
+/// 128.8 / 119.2, 4x8192x2048 99.7 / 91.5; f32 4x5376x4096 238.7 / 235.6. Not taken: W = 5
+/// (bf16 4x5376x4096 121.8 / 122.5), grids of 1.3 waves (bf16 4x256x4096 7.9 / 8.6).
+fn fwd_one_step(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
+    let tiles = ceil_div(inp.seqlen.max(1), tile_tokens(Layout::ChannelFirst, inp.x.dtype));
+    let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
+    // f32 was timed on rows of 4 tiles only; its rows of one tile (8x2048x1024) stay on fwd_cf
+    let rows_ok = inp.x.dtype != DType::F32 || tiles >= 2;
+    rows_ok && inp.width <= FWD_NARROW_MAX_W && fwd_max_steps(inp.width) == 1 && inp.batch.saturating_mul(inp.dim).saturating_mul(tiles) >= FWD_ONE_STEP_WAVES * slots
+}
+const FWD_ONE_STEP_WAVES: i64 = 4;
 
 /// Whether `fwd_clw`'s groups copy their last K tokens (the next group's window) at their start
 /// (`CCV_F_CLW_HALO`, fwd_clw.hip; bwd_clw's halo, x only): on grids of FWD_CLW_HALO_WAVES waves or

@@ -85,16 +85,16 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
 ///   243.0, so the chunks are not evened); 16-bit on `fwd_cfw` at most 4 steps a block
 ///   (`fwd_max_steps`: chunks and rows a block), bf16 2x2048x16384 W = 6 / 7 106.3 / 94.8, 110.8 /
 ///   94.9, 4x2048x8192 W = 7 110.8 / 94.8, 4x5376x8192 W = 8 244.6 / 242.3.
-pub fn fwd_cf_chunks(g: MainGeom, dt: DType, width: i64, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
+pub fn fwd_cf_chunks(g: MainGeom, dt: DType, width: i64, warp: bool, batch: i64, dim: i64, seqlen: i64) -> MainGeom {
     let tile = tile_tokens(Layout::ChannelFirst, dt);
     if g.layout != Layout::ChannelFirst || knob(Knob::CfTiles).is_some() {
         return g;
     }
     let tiles = ceil_div(seqlen.max(1), tile);
-    let per_block = if width > FWD_CHUNK_MAX_W && dt == DType::F32 {
+    let per_block = if !warp && width > FWD_CHUNK_MAX_W && dt == DType::F32 {
         FWD_WIDE_F32_TILES.min(fwd_max_steps(width)).min(tiles)
     } else {
-        let most = if width <= FWD_CHUNK_MAX_W { FWD_CHUNK_TILES } else { fwd_max_steps(width) };
+        let most = if warp || width > FWD_CHUNK_MAX_W { fwd_max_steps(width) } else { FWD_CHUNK_TILES };
         ceil_div(tiles, g.n_chunks.max(ceil_div(tiles, most)))
     };
     let chunk = per_block * tile;
@@ -105,13 +105,20 @@ pub const FWD_CHUNK_TILES: i64 = 2;
 pub const FWD_CHUNK_MAX_W: i64 = 5;
 pub const FWD_WIDE_F32_TILES: i64 = 3;
 
-/// Most steps a forward block walks: `cf_max_steps`, and FWD_WIDE_MAX_STEPS at W >= 6 (the knob
-/// `CCV1D_CF_STEPS` sets both).
+/// Most steps a forward block walks: FWD_NARROW_MAX_STEPS at W <= FWD_NARROW_MAX_W (one tile of
+/// one row, or 4 / spans rows of one chunk: `fwd_one_step`), `cf_max_steps` at W = 5 and
+/// FWD_WIDE_MAX_STEPS at W >= 6 (the knob `CCV1D_CF_STEPS` sets all three).
 pub(super) fn fwd_max_steps(width: i64) -> i64 {
-    let most = if width <= FWD_CHUNK_MAX_W { CF_MAX_STEPS } else { FWD_WIDE_MAX_STEPS };
+    let most = match width {
+        ..=FWD_NARROW_MAX_W => FWD_NARROW_MAX_STEPS,
+        ..=FWD_CHUNK_MAX_W => CF_MAX_STEPS,
+        _ => FWD_WIDE_MAX_STEPS,
+    };
     knob(Knob::CfSteps).map_or(most, |v| v.min(MAX_TILES_PER_BLOCK))
 }
 pub const FWD_WIDE_MAX_STEPS: i64 = 4;
+pub const FWD_NARROW_MAX_STEPS: i64 = 1;
+pub const FWD_NARROW_MAX_W: i64 = 4;
 
 /// Channel-last streaming kernels (`ccv1d_fwd_cl_*`: each thread walks chunk / 8 consecutive
 /// tokens of 4 channels, reading K tokens before them again; the backward's `ccv1d_bwd_cls_*`).

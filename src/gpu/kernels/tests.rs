@@ -295,21 +295,21 @@ fn fwd_channel_first_geometry() {
             let p = fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
             let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
             assert_eq!(v.len(), 1);
-            // warp spans at W = 4: 16-bit rows of at most half a tile (1024 tokens) and at
-            // least one span (512), 2^22 elements and up: none of these shapes
-            let warp = false;
+            // warp spans at W = 4 in one-step blocks (fwd_one_step) where those make 4 waves
+            // (4 x 132 x 12 blocks), f32 on rows of 2 tiles or more: 4x5376x4096 and 1x64x2^20
+            let tile = tile_tokens(Layout::ChannelFirst, dt);
+            let warp = b * d * ceil_div(l, tile) >= 4 * 132 * 12 && (dt != DType::F32 || l >= 2 * tile);
             let fam = if warp { "cfw" } else if params_of(&v[0]).rows_log2 > 0 { "cfs" } else { "cf" };
             assert_eq!(v[0].kernel, format!("ccv1d_fwd_{fam}_{}_w4", dt.name()));
             check_grid(&v[0]);
             let k = params_of(&v[0]);
-            let tile = tile_tokens(Layout::ChannelFirst, dt);
             assert_eq!(k.chunk % tile, 0);
             assert!(k.chunk / tile <= MAX_TILES_PER_BLOCK);
             assert_eq!(k.n_chunks, ceil_div(l, k.chunk));
             assert!((k.n_chunks - 1) * k.chunk < l);
             if warp {
-                assert_eq!(k.rows_log2, 0);
-                assert_eq!(k.n_blocks, ceil_div(b, k.brows as i64) * d * k.n_chunks);
+                assert_eq!((k.rows_log2, k.chunk, k.brows), (0, tile, 1), "one step: a tile of one row");
+                assert_eq!(k.n_blocks, b * d * k.n_chunks);
             } else {
                 assert_eq!(k.n_blocks, ceil_div(b * d, 1 << k.rows_log2) * k.n_chunks);
             }
@@ -326,10 +326,11 @@ fn fwd_channel_first_geometry() {
     let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
     assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
     // 16-bit rows of one or two warp spans in a problem of 2^22 elements and up: warp spans,
-    // several batch rows of a channel per block (4x4096x512: all 4, 4096 blocks); and at
+    // several batch rows of a channel per block, one step at W <= 4 (4x4096x512: all 4 rows of
+    // one span, 4096 blocks; 8x2048x1024: 2 rows of 2 spans); and at
     // W >= 6 on long rows, at most 4 steps (tiles) a block (fwd_max_steps): 4x5376x4096 2 rows of
     // 2 tiles, 4x2048x8192 one row of 4 (the old rule took all 4 rows: 16 steps)
-    for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 4, 4096), (DType::BF16, 4, 5376, 4096, 6, 2, 10752), (DType::BF16, 4, 2048, 8192, 7, 1, 8192)] {
+    for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 2, 8192), (DType::BF16, 4, 5376, 4096, 6, 2, 10752), (DType::BF16, 4, 2048, 8192, 7, 1, 8192)] {
         let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
         let k = params_of(&v[0]);
@@ -352,27 +353,32 @@ fn fwd_channel_first_geometry() {
         let k = params_of(&fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap()[0]);
         assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l} W = {w}");
     }
-    // at W <= 5 chunks of at most 2 tiles, evened (fwd_cf_chunks):
-    // main_geometry's whole rows of 4 and 5 tiles (2 + 2 + 1), its 15 + 1 and 15 + 15 + 2 f32
-    // tiles and its 7 + 1 f16 ones; rows of 1-2 tiles stay whole
-    for (dt, b, d, l, w, chunk, n) in [
-        (DType::F32, 4, 5376, 4096, 4, 2048, 2),
-        (DType::F32, 4, 5376, 4096, 5, 2048, 2),
-        (DType::F32, 4, 5376, 4096, 1, 2048, 2),
-        (DType::F32, 1, 2048, 16384, 4, 2048, 8),
-        (DType::F32, 1, 1024, 32768, 2, 2048, 16),
-        (DType::F32, 4, 2048, 5000, 4, 2048, 3),
-        (DType::F32, 8, 5376, 2048, 4, 2048, 1),
-        (DType::F32, 8, 2048, 1024, 4, 1024, 1),
-        (DType::BF16, 4, 5376, 8192, 4, 4096, 2),
-        (DType::F16, 1, 2048, 16384, 3, 4096, 4),
-        (DType::BF16, 4, 5376, 4096, 4, 4096, 1),
+    // at W <= 5 on the tile kernel, chunks of at most 2 tiles, evened (fwd_cf_chunks):
+    // main_geometry's whole rows of 4 and 5 tiles (2 + 2 + 1) at W = 5 and on grids of one-step
+    // blocks under 4 waves, f32 rows of one tile whole; at W <= 4 elsewhere one tile a block on
+    // fwd_cfw (fwd_one_step; f32 from rows of 2 tiles)
+    for (dt, b, d, l, w, fam, chunk, n) in [
+        (DType::F32, 4, 5376, 4096, 5, "cf", 2048, 2),
+        (DType::F32, 4, 2048, 5000, 5, "cf", 2048, 3),
+        (DType::F32, 1, 1024, 4096, 4, "cf", 1024, 4),
+        (DType::F32, 8, 2048, 1024, 4, "cf", 1024, 1),
+        (DType::BF16, 4, 5376, 8192, 5, "cf", 4096, 2),
+        (DType::F32, 4, 5376, 4096, 4, "cfw", 1024, 4),
+        (DType::F32, 4, 5376, 4096, 1, "cfw", 1024, 4),
+        (DType::F32, 1, 2048, 16384, 4, "cfw", 1024, 16),
+        (DType::F32, 1, 1024, 32768, 2, "cfw", 1024, 32),
+        (DType::F32, 4, 2048, 5000, 4, "cfw", 1024, 5),
+        (DType::F32, 2, 1024, 4096, 4, "cfw", 1024, 4),
+        (DType::BF16, 4, 5376, 8192, 4, "cfw", 2048, 4),
+        (DType::F16, 1, 2048, 16384, 3, "cfw", 2048, 8),
+        (DType::BF16, 4, 5376, 4096, 4, "cfw", 2048, 2),
+        (DType::BF16, 8, 5376, 2048, 4, "cfw", 2048, 1),
     ] {
         let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();
-        assert_eq!(v[0].kernel, format!("ccv1d_fwd_cf_{}_w{w}", dt.name()));
+        assert_eq!(v[0].kernel, format!("ccv1d_fwd_{fam}_{}_w{w}", dt.name()), "{b}x{d}x{l}");
         let k = params_of(&v[0]);
-        assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (chunk, n, b * d * n), "{dt:?} {b}x{d}x{l} W = {w}");
+        assert_eq!((k.chunk, k.n_chunks, k.n_blocks, k.brows), (chunk, n, b * d * n, 1), "{dt:?} {b}x{d}x{l} W = {w}");
     }
     // short rows: several (batch, channel) rows per block, at least 16 threads per row
     for (dt, b, d, l, rl, blocks) in [(DType::BF16, 4, 4096, 256, 3, 2048), (DType::F32, 4, 4096, 512, 1, 8192), (DType::BF16, 4, 256, 512, 2, 256), (DType::F32, 1, 32, 64, 3, 4), (DType::BF16, 1, 1, 1, 3, 1)] {

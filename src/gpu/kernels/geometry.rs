@@ -58,10 +58,10 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
     Ok(MainGeom { layout, chunk, n_chunks, n_ctiles, n_blocks, brows: 1 })
 }
 
-/// A channel-first forward's chunks: `main_geometry`'s count of chunks a row, raised at W <=
-/// FWD_CHUNK_MAX_W to chunks of at most FWD_CHUNK_TILES tiles and at 16-bit W >= 6 to at most
-/// FWD_WIDE_MAX_STEPS, each of ceil(tiles / count) tiles; f32 at W >= 6 in chunks of
-/// FWD_WIDE_F32_TILES and a shorter last one. `CCV1D_CF_TILES` is taken as given. The backward
+/// A channel-first forward's chunks: `main_geometry`'s count of chunks a row, raised on `fwd_cfw`
+/// (`warp`) and at 16-bit W >= 6 to chunks of at most `fwd_max_steps` tiles, elsewhere at W <=
+/// FWD_CHUNK_MAX_W to at most FWD_CHUNK_TILES, each of ceil(tiles / count) tiles; f32 at W >= 6
+/// on the tile kernel in chunks of FWD_WIDE_F32_TILES and a shorter last one. `CCV1D_CF_TILES` is taken as given. The backward
 /// keeps `main_geometry`'s chunks: its own rules start from them (bf16 1x2048x16384 in 4-tile
 /// chunks 78.2 against 75.2 µs).
 /// - Equal: where `main_geometry`'s tiles a block leave a short last chunk (16 tiles in 15 + 1, 8

@@ -193,7 +193,8 @@ fn fwd_one_step(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
     let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
     // f32 was timed on rows of 4 tiles only; its rows of one tile (8x2048x1024) stay on fwd_cf
     let rows_ok = inp.x.dtype != DType::F32 || tiles >= 2;
-    rows_ok && inp.width <= FWD_NARROW_MAX_W && fwd_max_steps(inp.width) == 1 && inp.batch.saturating_mul(inp.dim).saturating_mul(tiles) >= FWD_ONE_STEP_WAVES * slots
+    let waves_ok = inp.batch.saturating_mul(inp.dim).saturating_mul(tiles) >= FWD_ONE_STEP_WAVES * slots;
+    rows_ok && waves_ok && inp.width <= FWD_NARROW_MAX_W && fwd_max_steps(inp.width) == 1
 }
 const FWD_ONE_STEP_WAVES: i64 = 4;
 

@@ -61,9 +61,9 @@ pub fn main_geometry(layout: Layout, dt: DType, batch: i64, dim: i64, seqlen: i6
 /// A channel-first forward's chunks: `main_geometry`'s count of chunks a row, raised on `fwd_cfw`
 /// (`warp`) and at 16-bit W >= 6 to chunks of at most `fwd_max_steps` tiles, elsewhere at W <=
 /// FWD_CHUNK_MAX_W to at most FWD_CHUNK_TILES, each of ceil(tiles / count) tiles; f32 at W >= 6
-/// on the tile kernel in chunks of FWD_WIDE_F32_TILES and a shorter last one. `CCV1D_CF_TILES` is taken as given. The backward
-/// keeps `main_geometry`'s chunks: its own rules start from them (bf16 1x2048x16384 in 4-tile
-/// chunks 78.2 against 75.2 µs).
+/// on the tile kernel in chunks of FWD_WIDE_F32_TILES and a shorter last one. `CCV1D_CF_TILES`
+/// is taken as given. The backward keeps `main_geometry`'s chunks: its own rules start from
+/// them (bf16 1x2048x16384 in 4-tile chunks 78.2 against 75.2 µs).
 /// - Equal: where `main_geometry`'s tiles a block leave a short last chunk (16 tiles in 15 + 1, 8
 ///   in 7 + 1): as many blocks, the longest of them shorter. H100 (docs/perf.md, session 30;
 ///   SiLU, µs, `main_geometry`'s chunks / equal ones): f32 1x2048x16384 99.2-99.3 / 97.2-97.3,
@@ -114,7 +114,7 @@ pub(super) fn fwd_max_steps(width: i64) -> i64 {
         ..=FWD_CHUNK_MAX_W => CF_MAX_STEPS,
         _ => FWD_WIDE_MAX_STEPS,
     };
-    knob(Knob::CfSteps).map_or(most, |v| v.min(MAX_TILES_PER_BLOCK))
+    steps_or_knob(most)
 }
 pub const FWD_WIDE_MAX_STEPS: i64 = 4;
 pub const FWD_NARROW_MAX_STEPS: i64 = 1;
@@ -355,9 +355,14 @@ pub(super) fn cf_block_cost(batch: i64, dim: i64, n_chunks: i64, rows: i64, span
 /// 4x5376x4096 182.8; 2x2048x12288 (2 rows of 6 tiles) 109.3 / 109.4 / 110.3, and at a cap of 6
 /// 4x5376x4096 lost (184.1).
 pub(super) fn cf_max_steps() -> i64 {
-    knob(Knob::CfSteps).map_or(CF_MAX_STEPS, |v| v.min(MAX_TILES_PER_BLOCK))
+    steps_or_knob(CF_MAX_STEPS)
 }
 pub const CF_MAX_STEPS: i64 = 12;
+
+/// `CCV1D_CF_STEPS` (at most MAX_TILES_PER_BLOCK) when set, else `default`.
+fn steps_or_knob(default: i64) -> i64 {
+    knob(Knob::CfSteps).map_or(default, |v| v.min(MAX_TILES_PER_BLOCK))
+}
 
 /// Channel-first forward on rows shorter than half a tile: log2 of the rows a block covers (its
 /// threads split into 2^r sub-blocks of one row each, at least 16 threads per row; kernel

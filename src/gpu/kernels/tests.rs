@@ -327,9 +327,9 @@ fn fwd_channel_first_geometry() {
     assert_eq!((k.chunk, k.n_chunks, k.n_blocks), (2048, 2, 2048));
     // 16-bit rows of one or two warp spans in a problem of 2^22 elements and up: warp spans,
     // several batch rows of a channel per block, one step at W <= 4 (4x4096x512: all 4 rows of
-    // one span, 4096 blocks; 8x2048x1024: 2 rows of 2 spans); and at
-    // W >= 6 on long rows, at most 4 steps (tiles) a block (fwd_max_steps): 4x5376x4096 2 rows of
-    // 2 tiles, 4x2048x8192 one row of 4 (the old rule took all 4 rows: 16 steps)
+    // one span, 4096 blocks; 8x2048x1024: 2 rows of 2 spans); and at W >= 6 on long rows, at
+    // most 4 steps (tiles) a block (fwd_max_steps): 4x5376x4096 2 rows of 2 tiles, 4x2048x8192
+    // one row of 4 (the old rule took all 4 rows: 16 steps)
     for (dt, b, d, l, w, brows, blocks) in [(DType::BF16, 4, 4096, 512, 4, 4, 4096), (DType::F16, 8, 2048, 1024, 4, 2, 8192), (DType::BF16, 4, 5376, 4096, 6, 2, 10752), (DType::BF16, 4, 2048, 8192, 7, 1, 8192)] {
         let p = fwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
         let v = fwd_launches_pt(&p, &h100(), Some(0), Some(0)).unwrap();

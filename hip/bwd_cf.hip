@@ -489,6 +489,29 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
   const int64_t d = rd % dm, bg = rd / dm;
   const int G = max(P.brows, 1);
   const int64_t L = P.seqlen, cbeg = chunk * P.chunk, cend = min(L, cbeg + P.chunk);
+  const int nsp = (int)((cend - cbeg + SPAN - 1) / SPAN);      // spans per row (kernels.rs: < 2^31)
+  const int rows = (int)min((int64_t)G, P.batch - bg * G);     // >= 1
+  constexpr bool HALO_SMEM = sizeof(T) < 4 && W >= 7, CARRY = HALO_SMEM && W == 8 && FAST;
+  // The warp's first span (u = gi * nsp + s, as the walk below orders them) asked for in L2
+  // before the weights are loaded: a block's channel is often no other block's, so its weights
+  // come from DRAM, and the span's loads waited behind that round trip (as fwd_cf's first tile).
+  // H100 SiLU (docs/perf.md session 41): bf16 8x2048x1024 39.2 -> 38.6 us, 4x256x4096 14.5 ->
+  // 13.6-13.9, 4x5376x4096 182.8 -> 181.2, f32 355.6 -> 351.8; f16 W = 5 lost (184.3 -> 186.6:
+  // ptxas spilled 8 bytes there), bf16 W = 5 gained (184.9 -> 183.5: its spills went).
+  {
+    const int total = rows * nsp, per = (total + NW - 1) / NW;
+    const int u = CARRY ? min(total, (wid + 1) * per) - 1 : wid;
+    if (u >= 0 && u < total && (!CARRY || wid * per < total)) {
+      const int64_t b = bg * G + u / nsp, s0 = min(cbeg + (int64_t)(u % nsp) * SPAN, L - SPAN) + lane * V;
+      const T* const xp = (const T*)P.x + b * P.x_s[0] + d * P.x_s[1] + s0;
+      const T* const yp = (const T*)P.dout + b * P.dout_s[0] + d * P.dout_s[1] + s0;
+#pragma unroll
+      for (int j = 0; j < IT; ++j) {
+        ccv_prefetch_l2(xp + j * WS * V);
+        ccv_prefetch_l2(yp + j * WS * V);
+      }
+    }
+  }
   WArr<W> wa;
   float bias;
   load_weights<W>(P, d, wa.w, bias);
@@ -496,8 +519,6 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
 #pragma unroll
   for (int k = 0; k < W; ++k) dw[k] = 0.f;
   const bool silu = P.flags & CCV_F_SILU;
-  const int nsp = (int)((cend - cbeg + SPAN - 1) / SPAN);      // spans per row (kernels.rs: < 2^31)
-  const int rows = (int)min((int64_t)G, P.batch - bg * G);     // >= 1
   // RAGGED (L % SPAN != 0): a row's last span ends at L and owns only its tokens from `lo` on;
   // a separate instance of the loop, so whole spans carry no ownership tests
   // The warp's spans u = wid, wid + NW, ... (u = gi * nsp + s), gi and s stepped without a
@@ -512,7 +533,6 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
   // ragged walk not the row's last span, moved back to end at L): W = 8 SiLU at 7 blocks 200.0 ->
   // 197.0 us. Where the span's work is lighter its span order cost more than carrying saved
   // (W <= 7; W = 8 without activation 186.1 -> 189.3; the cause was not profiled).
-  constexpr bool HALO_SMEM = sizeof(T) < 4 && W >= 7, CARRY = HALO_SMEM && W == 8 && FAST;
   float* hs = halo + wid * (W > 1 ? W - 1 : 1);
   auto walk = [&](auto ragged) {
     constexpr bool RG = decltype(ragged)::value;

@@ -5,7 +5,7 @@
 // vocabulary below: CCV_WARP, ccv_shfl_xor, ccv_shfl (value of lane src), ccv_f16/ccv_bf16
 // storage types and their fp32 conversions (round-to-nearest-even), ccv_vec16 (a 16-byte
 // vector), ccv_ld16/ccv_st16 and ccv_ld8/ccv_st8 (global vector accesses), ccv_st_keep /
-// ccv_ld_last (fp32 scratch held in L2 from one launch to the next),
+// ccv_ld_last (fp32 scratch held in L2 from one launch to the next), ccv_prefetch_l2,
 // ccv_cp<N>/ccv_cp16/ccv_cp_commit/ccv_cp_wait (asynchronous copies into shared memory),
 // ccv_warp_sync, ccv_exp_neg (the sigmoid's e^-z), ccv_wait_previous/ccv_release_dependents
 // (programmatic dependent launch), CCV_EXTERN_KERNEL.
@@ -103,6 +103,16 @@ __device__ __forceinline__ void ccv_st16(void* p, ccv_vec16 v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 #else
   *(ccv_vec16*)p = v;
+#endif
+}
+
+// Asks for the 128-byte line at p to be brought into L2, holding no register and waiting on
+// nothing (a kernel's later load of it then finds it there or on its way). AMD: nothing.
+__device__ __forceinline__ void ccv_prefetch_l2(const void* p) {
+#if defined(CCV_CUDA)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+  (void)p;
 #endif
 }
 

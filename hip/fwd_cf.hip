@@ -48,20 +48,29 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   const bool vec = f & CCV_F_VEC, seq = f & CCV_F_SEQ_IDX, packed = f & CCV_F_PACKED, silu = f & CCV_F_SILU;
   const int64_t L = active ? P.seqlen : 0;
 
-  // Weights: short rows (one tile per row) load them with the tile (below), so their loads
-  // overlap the tile's; long rows load them here (loaded later, they made fwd_cf spill at its
-  // 40 registers).
-  WArr<W> wa;
-  float bias;
-  if (!SHORT) load_weights<W>(P, d, wa.w, bias);
-  const float* w = wa.w;
   const int64_t xrow = b * P.x_s[0] + d * P.x_s[1], xs = P.x_s[2];
   const int64_t orow = b * P.out_s[0] + d * P.out_s[1], os = P.out_s[2];
+  const int64_t cbeg = chunk * P.chunk;
+  const int64_t cend = min(P.seqlen, cbeg + P.chunk);  // the same trip count in every sub-block
+  // Weights: short rows (one tile per row) load them with the tile (below), so their loads
+  // overlap the tile's; long rows load them here (loaded later, they made fwd_cf spill at its
+  // 40 registers), after asking for the first tile's lines in L2: loaded after the weights
+  // alone, the tile waited a whole DRAM round trip behind them when the weight row had left L2
+  // (H100, f32 rows of one tile, SiLU: 1x16384x1024 50.4 -> 46.9 us, 8x2048x1024 47.1 -> 46.3,
+  // the same grid; bf16 W = 5 4x5376x4096 121.9 -> 119.6; docs/perf.md session 41).
+  WArr<W> wa;
+  float bias;
+  if (!SHORT) {
+    if (vec && cbeg + tiler <= L) {
+#pragma unroll
+      for (int j = 0; j < IT; ++j) ccv_prefetch_l2((const T*)P.x + xrow + cbeg + (j * ntr + tid) * V);
+    }
+    load_weights<W>(P, d, wa.w, bias);
+  }
+  const float* w = wa.w;
   const RowCtx rc = row_ctx(P, b);
   const bool row_ok = rc.g.valid;
 
-  const int64_t cbeg = chunk * P.chunk;
-  const int64_t cend = min(P.seqlen, cbeg + P.chunk);  // the same trip count in every sub-block
   int buf = 0;
   for (int64_t t0 = cbeg; t0 < cend; t0 += tiler, buf ^= 1) {
     float4* const xe4b = xe4[buf];

@@ -191,7 +191,8 @@ fn fwd_warp_spans(p: &FwdPlan, dev: &DeviceInfo) -> bool {
 fn fwd_one_step(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
     let tiles = ceil_div(inp.seqlen.max(1), tile_tokens(Layout::ChannelFirst, inp.x.dtype));
     let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
-    // f32 was timed on rows of 4 tiles only; its rows of one tile (8x2048x1024) stay on fwd_cf
+    // f32 rows of one tile stay on fwd_cf, whose first tile is prefetched ahead of its weights
+    // (session 41: 8x2048x1024 46.3 us against 47.2 in one-step blocks, 1x16384x1024 46.9 / 47.4)
     let rows_ok = inp.x.dtype != DType::F32 || tiles >= 2;
     let waves_ok = inp.batch.saturating_mul(inp.dim).saturating_mul(tiles) >= FWD_ONE_STEP_WAVES * slots;
     rows_ok && waves_ok && inp.width <= FWD_NARROW_MAX_W && fwd_max_steps(inp.width) == 1

@@ -499,17 +499,12 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
   // 13.6-13.9, 4x5376x4096 182.8 -> 181.2, f32 355.6 -> 351.8; f16 W = 5 lost (184.3 -> 186.6:
   // ptxas spilled 8 bytes there), bf16 W = 5 gained (184.9 -> 183.5: its spills went).
   {
-    const int total = rows * nsp, per = (total + NW - 1) / NW;
-    const int u = CARRY ? min(total, (wid + 1) * per) - 1 : wid;
-    if (u >= 0 && u < total && (!CARRY || wid * per < total)) {
-      const int64_t b = bg * G + u / nsp, s0 = min(cbeg + (int64_t)(u % nsp) * SPAN, L - SPAN) + lane * V;
-      const T* const xp = (const T*)P.x + b * P.x_s[0] + d * P.x_s[1] + s0;
-      const T* const yp = (const T*)P.dout + b * P.dout_s[0] + d * P.dout_s[1] + s0;
-#pragma unroll
-      for (int j = 0; j < IT; ++j) {
-        ccv_prefetch_l2(xp + j * WS * V);
-        ccv_prefetch_l2(yp + j * WS * V);
-      }
+    const int total = rows * nsp, per = (total + NW - 1) / NW;  // per: CARRY's run length
+    const int u = !CARRY ? wid : wid * per < total ? min(total, (wid + 1) * per) - 1 : total;
+    if (u < total) {  // (a warp past the last span has none)
+      const int64_t b = bg * G + u / nsp, s0 = min(cbeg + (int64_t)(u % nsp) * SPAN, L - SPAN);
+      prefetch_items_l2<T, IT>((const T*)P.x + b * P.x_s[0] + d * P.x_s[1], s0, lane, WS);
+      prefetch_items_l2<T, IT>((const T*)P.dout + b * P.dout_s[0] + d * P.dout_s[1], s0, lane, WS);
     }
   }
   WArr<W> wa;

@@ -610,6 +610,15 @@ CCV_DEV void stage_cl(const ccv_params& P, const void* src, const int64_t* st, b
   }
 }
 
+// prefetch_items_l2: asks L2 for the lines of the IT vectors ld_items_raw's vector path loads
+// (vector j at token t0 + (j*ntr + tid)*V of `row`), ahead of a round trip the loads would
+// otherwise wait behind (the weights': fwd_cf, bwd_cfw). Holds no register once issued.
+template <typename T, int IT>
+CCV_DEV void prefetch_items_l2(const T* row, int64_t t0, int tid, int ntr) {
+#pragma unroll
+  for (int j = 0; j < IT; ++j) ccv_prefetch_l2(row + t0 + (int64_t)(j * ntr + tid) * Tr<T>::V);
+}
+
 // ld_items_raw: a channel-first thread's IT vectors of a tile (vector j at token t0 + (j*ntr + tid)*V)
 // from N row tensors (x, and dout in the backward), as 16-byte vectors of T, 0 past L. When `vec`
 // and no vector straddles L, every 16-byte load is issued (predicated) before the first is used:

@@ -61,10 +61,7 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   WArr<W> wa;
   float bias;
   if (!SHORT) {
-    if (vec && cbeg + tiler <= L) {
-#pragma unroll
-      for (int j = 0; j < IT; ++j) ccv_prefetch_l2((const T*)P.x + xrow + cbeg + (j * ntr + tid) * V);
-    }
+    if (vec && cbeg + tiler <= L) prefetch_items_l2<T, IT>((const T*)P.x + xrow, cbeg, tid, ntr);
     load_weights<W>(P, d, wa.w, bias);
   }
   const float* w = wa.w;

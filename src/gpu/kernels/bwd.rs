@@ -227,7 +227,8 @@ fn bwd_warp_spans(p: &BwdPlan, dev: &DeviceInfo) -> bool {
 /// SiLU, µs, its chunks / whole rows): bf16 4x256x4096 15.5 / 14.7-14.9 (1024 blocks, a wave,
 /// against 2048), f16 15.5 / 14.8-14.9, 4x512x4096 25.5 / 23.8 (2 rows a block), 2x256x4096
 /// 10.3-10.4 / 10.9 (kept: 512 blocks of whole rows are half a wave). f32 takes
-/// `bwd_cfw_f32_chunks` instead: this search gained nothing there (4x256x4096 23.1 in `main_geometry`'s one tile, 23.4 in 2, 23.1-23.2 in 4).
+/// `bwd_cfw_f32_chunks` instead: this search gained nothing there (4x256x4096 23.1 in
+/// `main_geometry`'s one tile, 23.4 in 2, 23.1-23.2 in 4).
 fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     let inp = &p.inp;
     let tile = tile_tokens(Layout::ChannelFirst, inp.x.dtype);

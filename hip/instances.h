@@ -6,7 +6,8 @@
 //                                      of 16-byte copies), fwd_pt (small channel-first problems, a vector per thread),
 //                                      fwd_pe (the smallest problems of either layout, an element per thread),
 //                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cfw7 (bwd_cfw at 7
-//                                      resident blocks: W <= 4 only), bwd_cfwx / bwd_cfw7x (the same
+//                                      resident blocks: W <= 4 only), bwd_cfw2 (bwd_cfw in
+//                                      256-thread blocks: W <= 4 only), bwd_cfwx / bwd_cfw7x (the same
 //                                      for rows with state tensors or state_indices), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
 //                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
@@ -17,7 +18,7 @@
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl, fwd_cl11   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_pe
-//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw, bwd_cfw7, bwd_cfwx, bwd_cfw7x   bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
+//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw, bwd_cfw7, bwd_cfw2, bwd_cfwx, bwd_cfw7x   bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
 //   bwd_slab.hip: bwd_slab   bwd_pt.hip: bwd_pt, bwd_pe
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once
@@ -35,7 +36,7 @@
   }
 #define CCV_INST_DT_W(FAM, DN, T) CCV_FOR_WIDTHS(CCV_INST_W, FAM, DN, T)
 #define CCV_INSTANTIATE_W(FAM) CCV_FOR_DTYPES(CCV_INST_DT_W, FAM)
-// families at W <= 4 only (bwd_cfw7, bwd_cfw7x)
+// families at W <= 4 only (bwd_cfw7, bwd_cfw2, bwd_cfw7x)
 #define CCV_INST_DT_W4(FAM, DN, T) CCV_INST_W(FAM, DN, T, 1) CCV_INST_W(FAM, DN, T, 2) CCV_INST_W(FAM, DN, T, 3) CCV_INST_W(FAM, DN, T, 4)
 #define CCV_INSTANTIATE_W4(FAM) CCV_FOR_DTYPES(CCV_INST_DT_W4, FAM)
 // ... and 16-bit only (fwd_cl11)
@@ -61,6 +62,7 @@
 #define CCV_NT_bwd_cfs 128
 #define CCV_NT_bwd_cfw 128
 #define CCV_NT_bwd_cfw7 128
+#define CCV_NT_bwd_cfw2 256
 #define CCV_NT_bwd_cfwx 128
 #define CCV_NT_bwd_cfw7x 128
 #define CCV_NT_bwd_cl 128
@@ -210,6 +212,17 @@
 #endif
 #ifndef CCV_LB_bwd_cfw7_bf16
 #define CCV_LB_bwd_cfw7_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw7, 7)
+#endif
+// bwd_cfw2: W <= 4 in 256-thread blocks at 4 blocks (bwd_cfw's 64 registers; kernels/bwd.rs
+// bwd_cfw2 says where)
+#ifndef CCV_LB_bwd_cfw2_f32
+#define CCV_LB_bwd_cfw2_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw2, 4)
+#endif
+#ifndef CCV_LB_bwd_cfw2_f16
+#define CCV_LB_bwd_cfw2_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw2, 4)
+#endif
+#ifndef CCV_LB_bwd_cfw2_bf16
+#define CCV_LB_bwd_cfw2_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw2, 4)
 #endif
 // bwd_cfwx / bwd_cfw7x: the launch bounds of bwd_cfw / bwd_cfw7
 #define CCV_LB_bwd_cfwx_f32(W) CCV_LB_bwd_cfw_f32(W)

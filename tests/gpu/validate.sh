@@ -39,6 +39,9 @@ step cf-steps 240 env CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPE
 # (the tile kernels as before session 8)
 step cf-warp-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_CFW7=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step cf-warp-never 200 env CCV1D_CF_WARP=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# the channel-first backward on bwd_cfw2 (bwd_cfw in 256-thread blocks) wherever it can run (W <= 4,
+# rows without states; by default where each warp walks at least 4 spans)
+step cfw2-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_CFW2=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-first backward on bwd_pt up to 4096 tokens a channel (where a channel fits)
 # (CCV1D_BWD_PT; by default up to 2048 tokens, bf16 4096; 4096 here: f16 with 2 vectors a thread in 256)
 step bwd-pt-wide 200 env CCV1D_BWD_PT=4096 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
@@ -62,7 +65,7 @@ step cl-fwd-clw-never 200 env CCV1D_CL_FWD=0 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$((
 step seeds 60 "$BIN/seeds"
 step validation 120 "$BIN/validation" --include-ignored
 step huge-2pow31 150 "$BIN/huge" --ignored --nocapture
-step kernel-selftest 240 "$BIN/causal_conv1d" gpu::kernels::gputest --ignored --test-threads=1
+step kernel-selftest 300 "$BIN/causal_conv1d" gpu::kernels::gputest --ignored --test-threads=1
 step concurrency 120 "$BIN/concurrency" --nocapture
 step numerics 60 "$BIN/numerics" --nocapture
 step gpu-faults 120 "$BIN/gpu_faults" --ignored --test-threads=1 --nocapture

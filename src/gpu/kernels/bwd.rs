@@ -331,6 +331,31 @@ fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     (rows8, false)
 }
 
+/// Threads of a `ccv1d_bwd_cfw2_*` block (`CCV_NT_bwd_cfw2`).
+const NT_CFW2: u32 = 256;
+
+/// A `bwd_cfw` call (rows without states) at W <= 4 on `ccv1d_bwd_cfw2_*` (NVIDIA): the same
+/// batch rows and chunk a block (`g`), in blocks of twice the warps, 4 resident a multiprocessor
+/// instead of 8 (or 7), so that a block's walk is half as long; where each of its warps still
+/// walks at least 4 spans. Measured on the H100 (docs/perf.md, session 42; SiLU, µs, default /
+/// `bwd_cfw2`), 4 spans a warp: f32 8x2048x1024 73.3-73.5 / 71.0, 16x1024x1024 74.6-74.7 /
+/// 72.9, 2x2048x4096 72.6-72.9 / 70.4, 8x2048x2048 141.7-141.8 / 138.3-138.5, 2x5376x4096
+/// 180.1-180.3 / 178.0-178.1; bf16 4x5376x4096 181.0 / 179.2-179.3 (W = 2, 3 and no activation
+/// alike), 8x5376x4096 358.1-358.3 / 353.5-353.9, 4x4096x4096 140.1 / 138.0-138.1, f16
+/// 4x5376x4096 180.8-180.9 / 179.8-179.9, bf16 16x2048x1024 and 8x2048x2048 even. 2 spans a warp
+/// lost at 16-bit (bf16 8x2048x1024 38.5 / 40.3-40.4, 2x5376x4096 92.2 / 96.8, 4x5376x2048 91.0 /
+/// 96.5) and gained at f32 (4x4096x1024 70.4-70.5 / 69.3-69.4); fewer lost (f32 4x256x4096, 4
+/// spans a block: 21.6-21.7 / 27.9). `CCV1D_CFW2=0 / 1`: never / wherever it can run.
+fn bwd_cfw2(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> bool {
+    let inp = &p.inp;
+    if inp.width > 4 || dev.vendor != Vendor::Nvidia || knob(Knob::Cfw2) == Some(0) {
+        return false;
+    }
+    let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
+    let warps = (NT_CFW2 / dev.warp_size.max(1)) as i64;
+    knob(Knob::Cfw2) == Some(1) || g.brows.saturating_mul(spans) >= 4 * warps
+}
+
 /// Channel-last backward on the streaming kernel `ccv1d_bwd_cls_*` (simple rows: no seq_idx, no
 /// cu_seqlens; x, dout and dx on the vector path with whole 4-channel groups), else `bwd_cl`.
 fn bwd_streams(p: &BwdPlan) -> bool {
@@ -624,12 +649,13 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
             // rows with state tensors or state_indices on the instances that read them (bwd_cf.hip)
             let states = km.flags & (F_STATES_ANY | F_STATE_IDX) != 0;
             let fam = match (bwd_cfw_rows(p, g, dev).1, states) {
+                _ if !states && bwd_cfw2(p, g, dev) => "cfw2",
                 (true, false) => "cfw7",
                 (true, true) => "cfw7x",
                 (false, false) => "cfw",
                 (false, true) => "cfwx",
             };
-            (fam, NT)
+            (fam, if fam == "cfw2" { NT_CFW2 } else { NT })
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p, dev) {

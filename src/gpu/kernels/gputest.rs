@@ -1181,6 +1181,30 @@ fn gpu_bwd_cfw7() {
     });
 }
 
+/// Channel-first backwards on `bwd_cfw2` (`bwd_cfw` in 256-thread blocks) where the default
+/// takes it: 8 batch rows a block of 4 warp spans each (f32, 1024 tokens; 16-bit, 2048), so 4
+/// spans for each of its 8 warps; every dtype, W = 1-4, SiLU at even widths, no states (rows with
+/// them keep bwd_cfwx / bwd_cfw7x). Each case must run on it (H100-sized devices; elsewhere the
+/// case reports the kernel it ran on).
+#[test]
+#[ignore]
+fn gpu_bwd_cfw2() {
+    with_gpu(|cu| {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let shape = if dt == DType::F32 { (8, 2048, 1024) } else { (8, 1024, 2048) };
+            for w in 1..=4 {
+                let o = pt_case(dt, Lay::Cf, shape, w % 2, w, 5);  // (si + w even: no states)
+                run_case(&format!("bwd_cfw2 {}", describe(&o)), || {
+                    let m = check_bwd(cu, &o, false, false, true, DType::F32);
+                    let sms = cu.dev_info.multiprocessors;
+                    assert!(sms != 132 || m.contains(&format!("[ccv1d_bwd_cfw2_{}_w{w}", dt_name(dt))), "not on bwd_cfw2: {m}");
+                    m
+                });
+            }
+        }
+    });
+}
+
 /// The SiLU backward where the pre-activation overflows fp32 to ±inf (`ConvOpts::saturate`):
 /// silu' takes its limits, 1 and 0, as in the f64 reference (finite there). `bwd_pt` and
 /// `bwd_cfw` (16-bit, W = 5-8) run a block with silu_grad_fast / silu_grad_fma first, which give

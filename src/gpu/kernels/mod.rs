@@ -13,10 +13,11 @@
 //!   only; `clw`: simple rows fed by per-warp rings of 16-byte copies, two channels a thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cfwx,cfw7x,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32
+//! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cfw2,cfwx,cfw7x,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32
 //!   dweight/dbias partials into the workspace (`cfs`: short channel-first rows, several per
 //!   block; `cfw`: channel-first simple rows on the vector path in warp spans, no shared memory;
 //!   `cfw7`: the same at 7 resident blocks, W <= 4 only, for grids whose last wave is fuller;
+//!   `cfw2`: the same in 256-thread blocks, W <= 4 only (`bwd_cfw2` says where);
 //!   `cfwx` / `cfw7x`: `cfw` / `cfw7` for rows with state tensors or state_indices; `cls`:
 //!   channel-last streaming, simple rows on the vector path; `clw`: the same fed by per-warp rings
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);
@@ -281,7 +282,7 @@ pub fn all_kernel_names() -> Vec<String> {
         v.push(format!("ccv1d_fwd_states_{dt}"));
         v.push(format!("ccv1d_bwd_states_{dt}"));
         v.extend((1..=8).map(|w| format!("ccv1d_bwd_cfwx_{dt}_w{w}")));
-        for fam in ["bwd_cfw7", "bwd_cfw7x"] {
+        for fam in ["bwd_cfw7", "bwd_cfw2", "bwd_cfw7x"] {
             v.extend((1..=4).map(|w| format!("ccv1d_{fam}_{dt}_w{w}")));
         }
         if dt != "f32" {
@@ -505,11 +506,13 @@ enum Knob {
     Overlap,
     /// `CCV1D_CF_STEPS`: most steps a channel-first block walks (`cf_max_steps`).
     CfSteps,
+    /// `CCV1D_CFW2`: 0 / 1 = `bwd_cfw` at W <= 4 never / wherever it can run on `bwd_cfw2`.
+    Cfw2,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 16] = [const { OnceLock::new() }; 16];
+    static VALUES: [OnceLock<Option<i64>>; 17] = [const { OnceLock::new() }; 17];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -527,8 +530,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::CfTiles => "CCV1D_CF_TILES",
         Knob::Overlap => "CCV1D_OVERLAP",
         Knob::CfSteps => "CCV1D_CF_STEPS",
+        Knob::Cfw2 => "CCV1D_CFW2",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap | Knob::Cfw2) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 

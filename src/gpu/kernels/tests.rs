@@ -793,10 +793,10 @@ fn bwd_cfw_chunk_choice() {
 }
 
 /// `bwd_cfw` at W <= 4 on `bwd_cfw7` (7 resident blocks) where its grid's last wave is
-/// fuller: the Mamba-2 shape (5376 blocks: 5.09 waves at 8 blocks a multiprocessor, 5.82 at
-/// 7) takes it, at any batch and dtype, and so does a grid of 2200 blocks (2.08 / 2.38
-/// waves); grids of 2048 and 2000 blocks (1.94 / 2.22, 1.89 / 2.16 waves), W = 5, AMD and the
-/// small kernels' shapes do not.
+/// fuller: the Mamba-2 grid (5376 blocks: 5.09 waves at 8 blocks a multiprocessor, 5.82 at
+/// 7) takes it, at any batch and dtype, unless its warps walk enough spans for `bwd_cfw2`
+/// (bwd_cfw2_choice), and so does a grid of 2200 blocks (2.08 / 2.38 waves); grids of 2048 and
+/// 2000 blocks (1.94 / 2.22, 1.89 / 2.16 waves), W = 5, AMD and the small kernels' shapes do not.
 #[test]
 fn bwd_cfw7_choice() {
     let fam = |dt: DType, (b, d, l): (i64, i64, i64), w: i64, dev: &DeviceInfo| {
@@ -806,9 +806,9 @@ fn bwd_cfw7_choice() {
         (v[0].kernel.clone(), k.n_blocks, k.brows)
     };
     let dev = h100();
-    assert_eq!(fam(DType::BF16, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_bf16_w4".into(), 5376, 4));
+    assert_eq!(fam(DType::BF16, (2, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_bf16_w4".into(), 5376, 2));
     assert_eq!(fam(DType::F16, (1, 5376, 4096), 2, &dev), ("ccv1d_bwd_cfw7_f16_w2".into(), 5376, 1));
-    assert_eq!(fam(DType::F32, (2, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_f32_w4".into(), 5376, 2));
+    assert_eq!(fam(DType::F32, (1, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_f32_w4".into(), 5376, 1));
     // f32 4x5376x4096 in 2-tile chunks (bwd_cfw_f32_chunks): 43008 one-row blocks, fuller at 8
     assert_eq!(fam(DType::F32, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw_f32_w4".into(), 43008, 1));
     assert_eq!(fam(DType::BF16, (1, 1100, 8192), 3, &dev).0, "ccv1d_bwd_cfw7_bf16_w3");
@@ -825,11 +825,43 @@ fn bwd_cfw7_choice() {
     let idx = |p: &mut BwdPlan| p.inp.pool.state_indices = Some(IdxView { addr: 0x7600_0000, stride: [1, 1], elem_bytes: 4 });
     let init = |p: &mut BwdPlan| p.inp.initial_states = Some(view(0x7400_0000, DType::BF16, [5376 * 8, 8, 1]));
     let dfinal = |p: &mut BwdPlan| p.dfinal_states = Some(view(0x7400_0000, DType::BF16, [5376 * 8, 8, 1]));
+    // (4x5376x4096 without them: bwd_cfw2)
     assert_eq!(with(&idx, 4), "ccv1d_bwd_cfw7x_bf16_w4");
     assert_eq!(with(&init, 4), "ccv1d_bwd_cfw7x_bf16_w4");
     assert_eq!(with(&dfinal, 6), "ccv1d_bwd_cfwx_bf16_w6");
     assert_eq!(with(&|_| {}, 6), "ccv1d_bwd_cfw_bf16_w6");
     assert!(fam(DType::BF16, (4, 4096, 512), 4, &dev).0.starts_with("ccv1d_bwd_pt_"));
+}
+
+/// `bwd_cfw` at W <= 4 (NVIDIA, rows without states) on `bwd_cfw2` (256-thread blocks) where
+/// each of a block's 8 warps walks at least 4 spans, with the batch rows and chunk it had.
+#[test]
+fn bwd_cfw2_choice() {
+    let run = |dt: DType, (b, d, l): (i64, i64, i64), w: i64, dev: &DeviceInfo| {
+        let p = bwd_plan(inputs(dt, b, d, l, w, cf(b, d, l)));
+        let v = bwd_launches(&p, dev, 0x8000_0000).unwrap();
+        let k = params_of(&v[0]);
+        (v[0].kernel.clone(), v[0].block[0], k.brows, k.chunk, v.len())
+    };
+    let dev = h100();
+    // 8 rows x 4 spans (f32, 1024 tokens) a block: one partial row, no reduce launch
+    assert_eq!(run(DType::F32, (8, 2048, 1024), 4, &dev), ("ccv1d_bwd_cfw2_f32_w4".into(), 256, 8, 1024, 1));
+    assert_eq!(run(DType::F32, (8, 2048, 1024), 2, &dev).0, "ccv1d_bwd_cfw2_f32_w2");
+    // the Mamba-2 shape: 4 rows x 8 spans (bf16, 4096 tokens), the rows bwd_cfw7 had
+    assert_eq!(run(DType::BF16, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw2_bf16_w4".into(), 256, 4, 4096, 1));
+    assert_eq!(run(DType::F16, (4, 5376, 4096), 3, &dev).0, "ccv1d_bwd_cfw2_f16_w3");
+    // 2 spans a warp or fewer: bwd_cfw / bwd_cfw7 in 128-thread blocks
+    for (dt, shape) in [(DType::BF16, (8, 2048, 1024)), (DType::BF16, (2, 5376, 4096)), (DType::F32, (4, 256, 4096)), (DType::F32, (4, 5376, 4096))] {
+        let (name, threads, ..) = run(dt, shape, 4, &dev);
+        assert!(name.starts_with("ccv1d_bwd_cfw_") || name.starts_with("ccv1d_bwd_cfw7_"), "{shape:?} {dt:?}: {name}");
+        assert_eq!(threads, 128);
+    }
+    // W = 5, AMD, rows with states: never
+    assert!(run(DType::BF16, (4, 5376, 4096), 5, &dev).0.starts_with("ccv1d_bwd_cfw_"));
+    assert!(run(DType::F32, (8, 2048, 1024), 4, &mi300()).0.starts_with("ccv1d_bwd_cfw_"));
+    let mut p = bwd_plan(inputs(DType::F32, 8, 2048, 1024, 4, cf(8, 2048, 1024)));
+    p.inp.initial_states = Some(view(0x7400_0000, DType::F32, [2048 * 8, 8, 1]));
+    assert!(bwd_launches(&p, &dev, 0x8000_0000).unwrap()[0].kernel.starts_with("ccv1d_bwd_cfwx_"));
 }
 
 /// The channel-last backward of simple rows: `bwd_clw` for 16-bit x at W >= 2 with whole
@@ -1236,7 +1268,7 @@ fn update_launch() {
 #[test]
 fn names_are_the_instantiated_set() {
     let names = all_kernel_names();
-    assert_eq!(names.len(), 3 * (20 * 8 + 2 + 2 * 4) + 2 * 4 + 2);
+    assert_eq!(names.len(), 3 * (20 * 8 + 2 + 3 * 4) + 2 * 4 + 2);
     let set: std::collections::HashSet<_> = names.iter().collect();
     assert_eq!(set.len(), names.len());
     assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));

@@ -308,7 +308,8 @@ const CFW7_BLOCKS_PER_SM: i64 = 7;
 /// 1x5376x4096 95.3 / 94.4. Kernel images at 7 blocks on 2048-block grids (1.94 / 2.22 waves):
 /// 8x2048x1024 bf16 39.5 -> 41.4 and f32 74.0 -> 75.9, 4x256x4096 bf16 15.8 -> 16.6 and f32 23.1
 /// -> 23.6, so those keep 8. With SiLU at 16-bit W = 4 it takes silu_grad_fma (hip/bwd_cf.hip).
-/// `CCV1D_CFW7=0 / 1`: never / wherever it can run.
+/// Where `bwd_cfw2`'s rule holds (the Mamba-2 shape with 4 rows a block among them), that kernel
+/// runs these rows instead. `CCV1D_CFW7=0 / 1`: never / wherever it can run.
 fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     let inp = &p.inp;
     let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));

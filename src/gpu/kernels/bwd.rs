@@ -338,15 +338,17 @@ const NT_CFW2: u32 = 256;
 /// A `bwd_cfw` call (rows without states) at W <= 4 on `ccv1d_bwd_cfw2_*` (NVIDIA): the same
 /// batch rows and chunk a block (`g`), in blocks of twice the warps, 4 resident a multiprocessor
 /// instead of 8 (or 7), so that a block's walk is half as long; where each of its warps still
-/// walks at least 4 spans. Measured on the H100 (docs/perf.md, session 42; SiLU, µs, default /
-/// `bwd_cfw2`), 4 spans a warp: f32 8x2048x1024 73.3-73.5 / 71.0, 16x1024x1024 74.6-74.7 /
-/// 72.9, 2x2048x4096 72.6-72.9 / 70.4, 8x2048x2048 141.7-141.8 / 138.3-138.5, 2x5376x4096
+/// walks at least 4 spans (16-bit) or 2 (f32). Measured on the H100 (docs/perf.md, session 42;
+/// SiLU, µs, default / `bwd_cfw2`), 4 spans a warp: f32 8x2048x1024 73.3-73.5 / 71.0,
+/// 16x1024x1024 74.6-74.7 / 72.9, 8x2048x2048 141.7-141.8 / 138.3-138.5, 2x5376x4096
 /// 180.1-180.3 / 178.0-178.1; bf16 4x5376x4096 181.0 / 179.2-179.3 (W = 2, 3 and no activation
 /// alike), 8x5376x4096 358.1-358.3 / 353.5-353.9, 4x4096x4096 140.1 / 138.0-138.1, f16
-/// 4x5376x4096 180.8-180.9 / 179.8-179.9, bf16 16x2048x1024 and 8x2048x2048 even. 2 spans a warp
-/// lost at 16-bit (bf16 8x2048x1024 38.5 / 40.3-40.4, 2x5376x4096 92.2 / 96.8, 4x5376x2048 91.0 /
-/// 96.5) and gained at f32 (4x4096x1024 70.4-70.5 / 69.3-69.4); fewer lost (f32 4x256x4096, 4
-/// spans a block: 21.6-21.7 / 27.9). `CCV1D_CFW2=0 / 1`: never / wherever it can run.
+/// 4x5376x4096 180.8-180.9 / 179.8-179.9, bf16 16x2048x1024 and 8x2048x2048 even. 2 or 3 spans a
+/// warp: f32 gained at all 12 shapes tried (4x4096x1024 70.6 / 69.3, 2x4096x2048 71.5 / 68.9,
+/// 1x5376x4096 91.6-91.7 / 90.0-90.1, 3x4096x2048 104.7-104.8 / 103.0), 16-bit lost (2: bf16
+/// 8x2048x1024 38.5 / 40.3-40.4, 2x5376x4096 92.2 / 96.8, 4x5376x2048 91.0 / 96.5; 3: bf16
+/// 3x5376x4096 136.3-136.4 / 136.6-136.7); fewer lost (f32 4x256x4096, 4 spans a block:
+/// 21.6-21.7 / 27.9). `CCV1D_CFW2=0 / 1`: never / wherever it can run.
 fn bwd_cfw2(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     if inp.width > 4 || dev.vendor != Vendor::Nvidia || knob(Knob::Cfw2) == Some(0) {
@@ -354,7 +356,8 @@ fn bwd_cfw2(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> bool {
     }
     let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
     let warps = (NT_CFW2 / dev.warp_size.max(1)) as i64;
-    knob(Knob::Cfw2) == Some(1) || g.brows.saturating_mul(spans) >= 4 * warps
+    let least = if inp.x.dtype == DType::F32 { 2 } else { 4 };  // spans a warp
+    knob(Knob::Cfw2) == Some(1) || g.brows.saturating_mul(spans) >= least * warps
 }
 
 /// Channel-last backward on the streaming kernel `ccv1d_bwd_cls_*` (simple rows: no seq_idx, no

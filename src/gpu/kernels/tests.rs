@@ -808,7 +808,7 @@ fn bwd_cfw7_choice() {
     let dev = h100();
     assert_eq!(fam(DType::BF16, (2, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_bf16_w4".into(), 5376, 2));
     assert_eq!(fam(DType::F16, (1, 5376, 4096), 2, &dev), ("ccv1d_bwd_cfw7_f16_w2".into(), 5376, 1));
-    assert_eq!(fam(DType::F32, (1, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw7_f32_w4".into(), 5376, 1));
+    assert_eq!(fam(DType::F32, (1, 1100, 4096), 4, &dev), ("ccv1d_bwd_cfw7_f32_w4".into(), 2200, 1));
     // f32 4x5376x4096 in 2-tile chunks (bwd_cfw_f32_chunks): 43008 one-row blocks, fuller at 8
     assert_eq!(fam(DType::F32, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw_f32_w4".into(), 43008, 1));
     assert_eq!(fam(DType::BF16, (1, 1100, 8192), 3, &dev).0, "ccv1d_bwd_cfw7_bf16_w3");
@@ -834,7 +834,7 @@ fn bwd_cfw7_choice() {
 }
 
 /// `bwd_cfw` at W <= 4 (NVIDIA, rows without states) on `bwd_cfw2` (256-thread blocks) where
-/// each of a block's 8 warps walks at least 4 spans, with the batch rows and chunk it had.
+/// each of a block's 8 warps walks at least 4 spans (f32: 2), with the batch rows and chunk it had.
 #[test]
 fn bwd_cfw2_choice() {
     let run = |dt: DType, (b, d, l): (i64, i64, i64), w: i64, dev: &DeviceInfo| {
@@ -850,8 +850,12 @@ fn bwd_cfw2_choice() {
     // the Mamba-2 shape: 4 rows x 8 spans (bf16, 4096 tokens), the rows bwd_cfw7 had
     assert_eq!(run(DType::BF16, (4, 5376, 4096), 4, &dev), ("ccv1d_bwd_cfw2_bf16_w4".into(), 256, 4, 4096, 1));
     assert_eq!(run(DType::F16, (4, 5376, 4096), 3, &dev).0, "ccv1d_bwd_cfw2_f16_w3");
-    // 2 spans a warp or fewer: bwd_cfw / bwd_cfw7 in 128-thread blocks
-    for (dt, shape) in [(DType::BF16, (8, 2048, 1024)), (DType::BF16, (2, 5376, 4096)), (DType::F32, (4, 256, 4096)), (DType::F32, (4, 5376, 4096))] {
+    // f32 at 2 spans a warp: 4 rows x 4 spans, 1 row x 16
+    assert_eq!(run(DType::F32, (4, 4096, 1024), 4, &dev), ("ccv1d_bwd_cfw2_f32_w4".into(), 256, 4, 1024, 1));
+    assert_eq!(run(DType::F32, (1, 5376, 4096), 4, &dev).0, "ccv1d_bwd_cfw2_f32_w4");
+    // fewer (16-bit: 2 or 3 spans a warp; f32: 1 or less): bwd_cfw / bwd_cfw7 in 128-thread blocks
+    let fewer = [(DType::BF16, (8, 2048, 1024)), (DType::BF16, (2, 5376, 4096)), (DType::BF16, (3, 5376, 4096)), (DType::F32, (4, 256, 4096)), (DType::F32, (4, 5376, 4096)), (DType::F32, (1, 1100, 8192))];
+    for (dt, shape) in fewer {
         let (name, threads, ..) = run(dt, shape, 4, &dev);
         assert!(name.starts_with("ccv1d_bwd_cfw_") || name.starts_with("ccv1d_bwd_cfw7_"), "{shape:?} {dt:?}: {name}");
         assert_eq!(threads, 128);

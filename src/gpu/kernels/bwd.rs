@@ -235,7 +235,7 @@ fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
     let per_step = NT as i64 / dev.warp_size.max(1) as i64;
     let cost = |g: &MainGeom| {
-        let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
+        let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
         let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, cf_max_steps(), true);
         cf_block_cost(inp.batch, inp.dim, g.n_chunks, rows, spans, per_step, slots)
     };
@@ -312,7 +312,7 @@ const CFW7_BLOCKS_PER_SM: i64 = 7;
 /// runs these rows instead. `CCV1D_CFW7=0 / 1`: never / wherever it can run.
 fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     let inp = &p.inp;
-    let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
+    let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
     let per_step = NT as i64 / dev.warp_size.max(1) as i64;
     // (rows a block, blocks, idle fraction of the last wave, slots) at `per_sm` blocks a
     // multiprocessor
@@ -354,7 +354,7 @@ fn bwd_cfw2(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> bool {
     if inp.width > 4 || dev.vendor != Vendor::Nvidia || knob(Knob::Cfw2) == Some(0) {
         return false;
     }
-    let spans = ceil_div(g.chunk.min(inp.seqlen), warp_span_tokens(inp.x.dtype, dev));
+    let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
     let warps = (NT_CFW2 / dev.warp_size.max(1)) as i64;
     let least = if inp.x.dtype == DType::F32 { 2 } else { 4 };  // spans a warp
     knob(Knob::Cfw2) == Some(1) || g.brows.saturating_mul(spans) >= least * warps
@@ -652,14 +652,15 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
         } else if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
             // rows with state tensors or state_indices on the instances that read them (bwd_cf.hip)
             let states = km.flags & (F_STATES_ANY | F_STATE_IDX) != 0;
+            let cfw2 = !states && bwd_cfw2(p, g, dev);
             let fam = match (bwd_cfw_rows(p, g, dev).1, states) {
-                _ if !states && bwd_cfw2(p, g, dev) => "cfw2",
+                _ if cfw2 => "cfw2",
                 (true, false) => "cfw7",
                 (true, true) => "cfw7x",
                 (false, false) => "cfw",
                 (false, true) => "cfwx",
             };
-            (fam, if fam == "cfw2" { NT_CFW2 } else { NT })
+            (fam, if cfw2 { NT_CFW2 } else { NT })
         } else if split_short_rows(&mut km, inp, g) {
             ("cfs", NT)
         } else if g.layout == Layout::ChannelLast && bwd_clw(p, dev) {

@@ -396,6 +396,11 @@ pub(super) fn warp_span_tokens(dt: DType, dev: &DeviceInfo) -> i64 {
     dev.warp_size.max(1) as i64 * (16 / dt.size() as i64) * CF_ITEMS
 }
 
+/// Warp spans in one row's part of a block's chunk (`g.chunk`, at most the row's `seqlen`).
+pub(super) fn chunk_spans(g: &MainGeom, seqlen: i64, dt: DType, dev: &DeviceInfo) -> i64 {
+    ceil_div(g.chunk.min(seqlen), warp_span_tokens(dt, dev))
+}
+
 /// Channel-first forward / backward on `ccv1d_{fwd,bwd}_cfw_*` (warp spans: no shared memory, no
 /// barriers; fwd_cf.hip, bwd_cf.hip): simple rows (rows mode, no seq_idx), every row tensor
 /// (`views`) on the vector path, L a multiple of the 16-byte vector, rows of at least one warp

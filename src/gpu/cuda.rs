@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_void, CStr, OsStr};
 use std::sync::Mutex;
 
 use super::driver::{self, fn_table, is_default_stream, CtxKey, Driver, Lib, Mem, Restore, Scope};
-use super::launch::{DeviceInfo, Launch, Vendor};
+use super::launch::{peak_mem_gbps, DeviceInfo, Launch, Vendor};
 use crate::error::*;
 
 type CUresult = i32;
@@ -23,6 +23,8 @@ const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 1;
 const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: i32 = 8;
 const CU_DEVICE_ATTRIBUTE_WARP_SIZE: i32 = 10;
 const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: i32 = 16;
+const CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: i32 = 36;
+const CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: i32 = 37;
 const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: i32 = 75;
 const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: i32 = 76;
 const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
@@ -356,6 +358,10 @@ impl Driver for Cuda {
             max_threads_per_block: self.attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev)? as u32,
             max_shared_mem_per_block: smem.max(optin) as u32,
             arch: (major * 10 + minor) as u32,
+            mem_gbps: peak_mem_gbps(
+                self.attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev).unwrap_or(0),
+                self.attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev).unwrap_or(0),
+            ),
         })
     }
 

@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_void, CStr, OsStr};
 use std::sync::Mutex;
 
 use super::driver::{self, fn_table, is_default_stream, CtxKey, Driver, Lib, Mem, Restore, Scope};
-use super::launch::{DeviceInfo, Launch, Vendor};
+use super::launch::{peak_mem_gbps, DeviceInfo, Launch, Vendor};
 use crate::error::*;
 
 type HipError = i32;
@@ -22,6 +22,8 @@ const HIP_ERROR_NOT_FOUND: HipError = 500;
 
 const HIP_ATTR_COMPUTE_CAPABILITY_MAJOR: i32 = 23;
 const HIP_ATTR_MAX_THREADS_PER_BLOCK: i32 = 56;
+const HIP_ATTR_MEMORY_BUS_WIDTH: i32 = 59;
+const HIP_ATTR_MEMORY_CLOCK_RATE: i32 = 60;
 const HIP_ATTR_COMPUTE_CAPABILITY_MINOR: i32 = 61;
 const HIP_ATTR_MULTIPROCESSOR_COUNT: i32 = 63;
 const HIP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK: i32 = 74;
@@ -285,6 +287,10 @@ impl Driver for Hip {
             max_threads_per_block: self.attr(HIP_ATTR_MAX_THREADS_PER_BLOCK, dev)? as u32,
             max_shared_mem_per_block: smem.max(optin) as u32,
             arch: self.arch(dev),
+            mem_gbps: peak_mem_gbps(
+                self.attr(HIP_ATTR_MEMORY_CLOCK_RATE, dev).unwrap_or(0),
+                self.attr(HIP_ATTR_MEMORY_BUS_WIDTH, dev).unwrap_or(0),
+            ),
         })
     }
 

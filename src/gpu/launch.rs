@@ -12,6 +12,20 @@ pub struct DeviceInfo {
     pub max_shared_mem_per_block: u32,
     /// `major*10 + minor` on NVIDIA; the gfx number (e.g. 942) on AMD.
     pub arch: u32,
+    /// Peak DRAM bandwidth in GB/s from the memory clock and bus width the driver reports (2
+    /// transfers a clock), 0 where it reports neither. Kernel rules that depend on how many bytes
+    /// must be in flight read it (`kernels::fast_memory`): an H200 (about 4900) wants other
+    /// kernels than an H100 (about 3350) at the same multiprocessor count.
+    pub mem_gbps: u32,
+}
+
+/// Peak DRAM GB/s from a memory clock in kHz and a bus width in bits (double data rate); 0 when
+/// either is unknown.
+pub fn peak_mem_gbps(clock_khz: i32, bus_bits: i32) -> u32 {
+    if clock_khz <= 0 || bus_bits <= 0 {
+        return 0;
+    }
+    (2 * clock_khz as u64 * 1000 * (bus_bits as u64 / 8) / 1_000_000_000) as u32
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Issue #4's speed targets, marked met or missed, from one `ccv1d bench --preset all` table.
 
-Usage: python3 tests/gpu/targets.py docs/bench/h100-....txt  (prints a markdown table)
+Usage: python3 tests/gpu/targets.py docs/bench/h100-....txt [FLOOR_TBPS]  (prints a markdown table;
+FLOOR_TBPS sets the byte floors' bandwidth instead, e.g. 2.94 on an H200 to compare with the H100)
 
 Everything is read from that one run: times are medians, % is of the run's copy ceiling, bytes
-are the row's minimal traffic (BW x time). Byte floors use 2.94 TB/s, as the issue does. Rows
-the bench does not run (e.g. a non-deterministic backward) are not invented here.
+are the row's minimal traffic (BW x time). On the H100 byte floors use 2.94 TB/s, as the issue
+does, and the issue's reference points (best known kernels measured on that H100) apply. On any
+other device (the device tool lends H200s since session 43) floors use the run's own copy
+ceiling, and the reference points, which nobody measured there, are not applied. Rows the bench
+does not run (e.g. a non-deterministic backward) are not invented here.
 """
 import re
 import sys
@@ -27,7 +31,14 @@ REF_US = {  # bf16 SiLU, µs
 }
 
 
-def rows(path):
+def device_and_ceiling(path):
+    text = open(path).read()
+    dev = re.search(r"^\s*device\s+(.*)$", text, re.M)
+    ceiling = re.search(r"reference ([0-9.]+) GB/s", text)
+    return (dev.group(1) if dev else "?"), (float(ceiling.group(1)) * 1e9 if ceiling else None)
+
+
+def rows(path, floor_bps):
     out = []
     for line in open(path):
         f = line.split()
@@ -40,16 +51,21 @@ def rows(path):
         r = dict(name=f[0], op=f[i], dt=f[i + 1], lay=f[i + 2], act=f[i + 3], shape=f[i + 4], w=int(f[i + 5][1:]),
                  us=float(tail[0]) * 1e3, bw=float(tail[3]) * 1e9, pct=float(tail[4].rstrip("%")))
         r["bytes"] = r["bw"] * r["us"] * 1e-6
-        r["floor"] = r["bytes"] / FLOOR_BPS * 1e6
+        r["floor"] = r["bytes"] / floor_bps * 1e6
         out.append(r)
     return out
 
 
-def main(path):
-    rs = rows(path)
-    ceiling = re.search(r"reference ([0-9.]+) GB/s", open(path).read())
-    print(f"Targets of issue #4 from `{path}` (copy ceiling {ceiling.group(1) if ceiling else '?'} GB/s; "
-          "% of it; byte floors at 2.94 TB/s)\n")
+def main(path, floor_tbps=None):
+    dev, ceiling = device_and_ceiling(path)
+    h100 = "H100" in dev
+    floor_bps = FLOOR_BPS if h100 or ceiling is None else ceiling
+    if floor_tbps:
+        floor_bps = float(floor_tbps) * 1e12
+    rs = rows(path, floor_bps)
+    refs = "the issue's H100 reference points applied" if h100 else "the issue's reference points (H100) not applied"
+    print(f"Targets of issue #4 from `{path}` ({dev}; copy ceiling {ceiling / 1e9 if ceiling else '?'} GB/s; "
+          f"% of it; byte floors at {floor_bps / 1e12:.3f} TB/s; {refs})\n")
     print("| target | row | measured | target value | status |")
     print("|---|---|---|---|---|")
 
@@ -64,7 +80,7 @@ def main(path):
         if r["bytes"] < 128e6 or r["w"] != 4 or not r["name"].startswith("mamba/"):
             continue
         ref = None
-        if r["shape"] == "4x5376x4096":  # the reference points are per row (shape)
+        if h100 and r["shape"] == "4x5376x4096":  # the reference points are per row (shape)
             ref = REF_PCT.get((r["op"], r["dt"], r["lay"], r["act"]), REF_PCT.get((r["op"], r["dt"], r["lay"])))
         ref_pct = None if ref is None else ref * 2.94e12 / (r["bw"] / r["pct"] * 100)  # as % of this run's ceiling
         want = "≥ 95 %" + (f", ≥ ref {ref} % of 2.94 TB/s" if ref else "")
@@ -73,9 +89,9 @@ def main(path):
     # mid shapes: time <= floor + 3 us
     for shape in ["8x2048x1024", "4x256x4096", "4x4096x512"]:
         for r in find(name=f"mamba/{shape}"):
-            ref = REF_US.get((shape, r["op"], r["lay"])) if r["dt"] == "bf16" else None
+            ref = REF_US.get((shape, r["op"], r["lay"])) if r["dt"] == "bf16" and h100 else None
             extra = f" (ref {ref} µs)" if ref else ""
-            if shape == "8x2048x1024" and r["dt"] == "bf16":
+            if shape == "8x2048x1024" and r["dt"] == "bf16" and h100:
                 extra = f" (ref {REF_8x2048_PCT[(r['op'], r['lay'])]} %)"
             emit("floor + 3 µs", f"{shape} {r['op']} {r['dt']} {r['lay']} {r['act']}",
                  f"{r['us']:.1f} µs ({r['pct']:.1f} %)", f"≤ {r['floor'] + 3:.1f} µs{extra}", r["us"] <= r["floor"] + 3)
@@ -108,4 +124,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -18,7 +18,7 @@
 //!   without device events) times batches of back-to-back calls ended by `ccv1d_synchronize`.
 //!   The header says which.
 //! - Cache: each row cycles over several buffer sets (x, outputs, states) whose total is at
-//!   least 128 MiB on the GPU (> the 50 MB L2 of an H100/H200) or 2×LLC on the CPU, at most 8192
+//!   least 128 MiB on the GPU (> the 50 MB L2 of an H100, 60 MB of an H200) or 2×LLC on the CPU, at most 8192
 //!   sets; the `cache` column says "cold" when the rotation reaches that total, else "warm"
 //!   (the sets together fit in the cache: tiny shapes).
 //! - `--image FILE`: use this kernel image (fatbin, or `.hsaco`) instead of the embedded one, to
@@ -54,7 +54,7 @@ pub const OPTIONS: [&str; 16] =
 const MIB: usize = 1 << 20;
 /// Most buffer sets a row rotates over.
 const MAX_SETS: usize = 8192;
-/// Rotation target on the GPU: well above the 50 MB L2 of H100/H200 (and MI300's 4 MB L2 +
+/// Rotation target on the GPU: well above the L2 of an H100 (50 MB) or H200 (60 MB) (and MI300's 4 MB L2 +
 /// 256 MB Infinity Cache is not covered: the column says "cold" only against 128 MiB).
 const GPU_ROTATION: usize = 128 * MIB;
 /// CPU rows whose first call takes longer than this get fewer iterations (unless given).
@@ -1080,7 +1080,7 @@ pub fn run(argv: &[String]) -> Result<i32, Usage> {
     }
 
     let rot = if gpu {
-        format!("rotation over buffer sets of >= {} MiB per row (> 50 MB L2) where <= {MAX_SETS} sets allow; \"warm\" rows fit in it", rotation / MIB)
+        format!("rotation over buffer sets of >= {} MiB per row (> an H100/H200 L2 of 50/60 MB) where <= {MAX_SETS} sets allow; \"warm\" rows fit in it", rotation / MIB)
     } else {
         format!("rotation over buffer sets of >= {} MiB per row (2x LLC) where <= {MAX_SETS} sets allow; \"warm\" rows fit in the LLC", rotation / MIB)
     };

@@ -67,14 +67,15 @@ pub fn run() -> i32 {
                         };
                         let unit = if i.vendor == Vendor::Nvidia { "SMs" } else { "CUs" };
                         println!(
-                            "  [{}] {} {}: {arch}, {} {unit}, warp size {}, {} threads/block, {} KiB shared/block",
+                            "  [{}] {} {}: {arch}, {} {unit}, warp size {}, {} threads/block, {} KiB shared/block, peak memory {} GB/s",
                             d.ordinal,
                             d.api,
                             d.name.as_deref().unwrap_or("(name unknown)"),
                             i.multiprocessors,
                             i.warp_size,
                             i.max_threads_per_block,
-                            i.max_shared_mem_per_block / 1024
+                            i.max_shared_mem_per_block / 1024,
+                            i.mem_gbps
                         );
                     }
                 }

@@ -51,7 +51,7 @@ fn bwd_geometry(p: &BwdPlan, dev: &DeviceInfo, small: SmallBwd) -> Result<Option
         return Ok(Some(MainGeom { layout, chunk: inp.seqlen, n_chunks: 1, n_ctiles: n, n_blocks: n, brows: inp.batch }));
     }
     if layout == Layout::ChannelLast && bwd_clw(p, dev) {
-        return bwd_clw_geometry(inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width, dev).map(Some);
+        return bwd_clw_geometry(inp, dev).map(Some);
     }
     if layout == Layout::ChannelLast && bwd_streams(p) {
         let fit = cl_fit(true, inp.x.dtype, inp.width);
@@ -348,10 +348,16 @@ const NT_CFW2: u32 = 256;
 /// 1x5376x4096 91.6-91.7 / 90.0-90.1, 3x4096x2048 104.7-104.8 / 103.0), 16-bit lost (2: bf16
 /// 8x2048x1024 38.5 / 40.3-40.4, 2x5376x4096 92.2 / 96.8, 4x5376x2048 91.0 / 96.5; 3: bf16
 /// 3x5376x4096 136.3-136.4 / 136.6-136.7); fewer lost (f32 4x256x4096, 4 spans a block:
-/// 21.6-21.7 / 27.9). `CCV1D_CFW2=0 / 1`: never / wherever it can run.
+/// 21.6-21.7 / 27.9). Not on `fast_memory` devices, where it lost at every shape tried (H200,
+/// docs/perf.md session 43; SiLU, µs, `bwd_cfw2` / `CCV1D_CFW2=0`): bf16 4x5376x4096 156.1 /
+/// 144.1 (no activation 129.0 / 128.8), 8x5376x4096 304.5 / 281.6, 4x4096x4096 121.1 / 114.7,
+/// 8x2048x2048 64.4 / 60.9, 16x2048x1024 64.2 / 60.6, f16 4x5376x4096 156.6 / 146.4; f32
+/// 8x2048x1024 53.0 / 52.5, 4x4096x1024 55.9 / 51.7, 2x4096x2048 55.8 / 53.0, 1x5376x4096 74.2 /
+/// 71.6, 16x1024x1024 54.8 / 54.0. `CCV1D_CFW2=0 / 1`: never / wherever it can run.
 fn bwd_cfw2(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
-    if inp.width > 4 || dev.vendor != Vendor::Nvidia || knob(Knob::Cfw2) == Some(0) {
+    let off = knob(Knob::Cfw2) == Some(0) || (fast_memory(dev) && knob(Knob::Cfw2) != Some(1));
+    if inp.width > 4 || dev.vendor != Vendor::Nvidia || off {
         return false;
     }
     let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
@@ -404,18 +410,26 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// one-wave grids (8x2048x1024 76.3 / 77.1, 4x4096x512 41.4 / 41.6; 4x256x4096 23.8 / 23.3). Since
 /// session 37 at W = 2-4 (since session 38 W = 1-4) on every grid, with the halo
 /// (`clw_f32_any_grid`), and in 64-token chunks where those make three waves or more
-/// (`bwd_clw_geometry`: 8x2048x1024 75.3 / 72.2, 4x4096x512 41.2 / 40.4).
-/// `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
+/// (`bwd_clw_geometry`: 8x2048x1024 75.3 / 72.2, 4x4096x512 41.2 / 40.4). On `fast_memory`
+/// devices f32 at W <= 4 keeps `bwd_cls` on mid-sized problems (CLS_F32_FAST elements), where
+/// `bwd_clw` lost (H200, docs/perf.md session 43; SiLU W = 4, µs, `bwd_clw` / `bwd_cls`):
+/// 8x2048x1024 61.2 / 54.5 (no activation 56.7 / 53.8; W = 2 even, 53.3 / 53.7), 4x4096x512
+/// 35.1 / 31.4, 4x2048x1024 35.0 / 30.8, 1x5376x4096 77.3 / 71.3, 16x2048x1024 104.9 / 102.9;
+/// even at 4x256x4096 (18.6 / 18.7), and bigger ones stay (2x5376x4096 133.0 / 134.9,
+/// 4x5376x4096 257.9 / 289.4). `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
 fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let allowed = bwd_streams(p) && inp.dim % (16 / inp.x.dtype.size() as i64) == 0 && inp.seqlen <= (i32::MAX / 2) as i64;
     match knob(Knob::ClBwd) {
         Some(v) => allowed && v >= 1,
         None if inp.x.dtype == DType::F32 => {
+            let elems = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen);
+            let fast_cls = fast_memory(dev) && inp.width <= CLW_F32_ANY_GRID_MAX_W && CLS_F32_FAST.contains(&elems);
             allowed
+                && !fast_cls
                 && (clw_f32_any_grid(inp.x.dtype, inp.width)
                     || ((inp.width <= CLW_F32_MAX_W || inp.width == 8)
-                        && bwd_clw_geometry(inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width, dev)
+                        && bwd_clw_geometry(inp, dev)
                             .is_ok_and(|g| g.n_blocks >= CLW_F32_WAVES * clw_wave(dev, inp.width))))
         }
         None => allowed && inp.width >= 2,
@@ -445,6 +459,8 @@ fn clw_f32_any_grid(dt: DType, width: i64) -> bool {
 
 /// The widest f32 `bwd_clw` on every grid (`clw_f32_any_grid`).
 const CLW_F32_ANY_GRID_MAX_W: i64 = 4;
+/// Elements (B·D·L) of the f32 problems that keep `bwd_cls` on `fast_memory` devices (`bwd_clw`).
+const CLS_F32_FAST: std::ops::Range<i64> = (1 << 23)..(40 << 20);
 
 /// `bwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized at its blocks per SM), or chunks of
 /// CLW_CHUNK tokens (64 a warp) wherever rows are that long and those make at least two waves:
@@ -473,9 +489,18 @@ const CLW_F32_ANY_GRID_MAX_W: i64 = 4;
 /// 4x2048x2048 78.3 / 73.3, 1x5376x4096 (8.1) 100.7 / 94.6, 4x5376x1024 97.3 / 94.6, 8x5376x512
 /// 97.2 / 94.6; 4x2048x1024, 8x1024x1024, 16x1024x512 (3.1) even (40.5-40.6 / 40.4-40.6). Bigger
 /// grids kept 192 (16x2048x1024, 12.4 waves, 143.6 / 144.1; 4x5376x4096 369.3 / 381.3;
-/// 2x5376x4096 186.8 / 190.2), and W = 5 lost (8x2048x1024 75.1 / 77.0). Knobs set the chunk
-/// instead.
-fn bwd_clw_geometry(dt: DType, batch: i64, dim: i64, seqlen: i64, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+/// 2x5376x4096 186.8 / 190.2), and W = 5 lost (8x2048x1024 75.1 / 77.0). On `fast_memory`
+/// devices 16-bit SiLU takes longer chunks where those make two waves, CLW_CHUNK_FAST_SILU (128
+/// tokens a warp) at W = 3-4 and CLW_CHUNK_FAST_SILU_WIDE at W = 5-7: the short walks'
+/// recomputed tokens cost instruction issue that SiLU has no room for there (H200, docs/perf.md
+/// session 43; bf16, µs): W = 4, the short chunks / 512, 4x5376x4096 168.0 / 140.5, W = 3 147.5 /
+/// 137.4, 2x5376x4096 (2.0 waves of 512) 87.2 / 76.0, 4x5376x2048 88.1 / 77.1, 8x5376x4096 330.6
+/// / 268.1; W = 5-7, the default / 512 / 1024, 4x5376x4096 W = 5 184.1 / 163.3 / 158.7, W = 6
+/// 190.3 / 170.5 / 167.7, W = 7 185.3 / 185.2 / 181.4. Not taken at 1x5376x4096 (1.0 wave of
+/// 512, 44.7 / 48.9), W = 2 (132.6 / 137.3), W = 8 (197.3 / 197.4 / 197.5) or without activation
+/// (W = 4 133.5 / 138.7, W = 6 138.9 / 142.2). Knobs set the chunk instead.
+fn bwd_clw_geometry(inp: &ConvInputs, dev: &DeviceInfo) -> Result<MainGeom> {
+    let (dt, batch, dim, seqlen, width) = (inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width);
     let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
     let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
     let (n_ctiles, wave) = (g.n_ctiles, clw_wave(dev, width));
@@ -485,6 +510,15 @@ fn bwd_clw_geometry(dt: DType, batch: i64, dim: i64, seqlen: i64, width: i64, de
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
     if !tuned && seqlen >= chunk && blocks(chunk) >= 2 * wave && blocks(chunk) <= MAX_BLOCKS {
         take(if width <= CLW_SHORT_MAX_W && blocks(CLW_CHUNK_SHORT) <= MAX_BLOCKS { CLW_CHUNK_SHORT } else { chunk });
+        let fast_silu = match width {
+            3..=CLW_SHORT_MAX_W => CLW_CHUNK_FAST_SILU,
+            5..=7 => CLW_CHUNK_FAST_SILU_WIDE,
+            _ => 0,
+        };
+        let fast_silu_ok = fast_memory(dev) && dt != DType::F32 && inp.act == Act::Silu && fast_silu > 0;
+        if fast_silu_ok && seqlen >= fast_silu && blocks(fast_silu) >= 2 * wave {
+            take(fast_silu);
+        }
     }
     let f32_short_waves = CLW_HALO_WAVES * wave..=CLW_F32_SHORT_MAX_WAVES * wave;
     if !tuned && dt == DType::F32 && width <= CLW_F32_SHORT_MAX_W && seqlen >= CLW_F32_SHORT && f32_short_waves.contains(&blocks(CLW_F32_SHORT)) {
@@ -499,6 +533,8 @@ const CLW_CHUNK: i64 = 256;
 const CLW_CHUNK_LONG: i64 = 512;
 const CLW_LONG_W: i64 = 7;
 const CLW_CHUNK_SHORT: i64 = 192;
+const CLW_CHUNK_FAST_SILU: i64 = 512;
+const CLW_CHUNK_FAST_SILU_WIDE: i64 = 1024;
 const CLW_SHORT_MAX_W: i64 = 4;
 /// f32's short chunks (`bwd_clw_geometry`): the chunk, the widest W, the most waves.
 pub(super) const CLW_F32_SHORT: i64 = 64;

@@ -172,12 +172,15 @@ fn fwd_pe_launch(p: &FwdPlan, layout: Layout, k: &KParams, max: i64) -> Option<L
 /// 126.4 us) and on rows of at most half a tile in problems of 2^22 elements and up
 /// (8x2048x1024 28.4 -> 26.3, 4x4096x512 15.8 -> 14.8). Elsewhere the tile kernel was as fast or
 /// faster (f32 4x5376x4096 242.1 against 244.8; bf16 W=4 121.7 against 123.0; 4x256x512 3.2
-/// against 3.5).
+/// against 3.5). Not at W >= 6 on `fast_memory` devices, where the tile kernel was faster (H200,
+/// docs/perf.md session 43; bf16 4x5376x4096 SiLU, µs, `fwd_cfw` / `CCV1D_CF_WARP=0`): W = 6
+/// 102.4 / 99.4, W = 7 107.4 / 101.9, W = 8 113.4 / 99.9.
 fn fwd_warp_spans(p: &FwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let short = inp.seqlen * 2 <= tile_tokens(Layout::ChannelFirst, inp.x.dtype);
     let big = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen) >= 1 << 22;
-    let faster = (inp.x.dtype != DType::F32 && (inp.width >= 6 || (short && big))) || fwd_one_step(inp, dev);
+    let wide = inp.width >= 6 && !fast_memory(dev);
+    let faster = (inp.x.dtype != DType::F32 && (wide || (short && big))) || fwd_one_step(inp, dev);
     cf_warp_spans(inp, &[&inp.x, &p.out], faster, dev)
 }
 
@@ -187,8 +190,17 @@ fn fwd_warp_spans(p: &FwdPlan, dev: &DeviceInfo) -> bool {
 /// bf16 4x5376x4096 121.9 / 119.4, f16 121.9 / 119.3, W = 2 121.5 / 119.2, 2x5376x8192 122.2 /
 /// 119.9, 1x2048x16384 49.2 / 47.9, 1x5376x4096 33.8 / 32.4, 8x5376x2048 (rows of one tile)
 /// 128.8 / 119.2, 4x8192x2048 99.7 / 91.5; f32 4x5376x4096 238.7 / 235.6. Not taken: W = 5
-/// (bf16 4x5376x4096 121.8 / 122.5), grids of 1.3 waves (bf16 4x256x4096 7.9 / 8.6).
+/// (bf16 4x5376x4096 121.8 / 122.5), grids of 1.3 waves (bf16 4x256x4096 7.9 / 8.6), and on
+/// `fast_memory` devices, where the one-step blocks run out of instruction issue (ncu, bf16
+/// 4x5376x4096: issue active 88 %, DRAM 60 %) and lost at every shape tried (H200, docs/perf.md
+/// session 43; SiLU, µs, one-step / tile kernel): bf16 4x5376x4096 111.0 / 89.1, W = 2 96.9 / 87.1,
+/// f16 110.0 / 89.1, 2x5376x4096 56.8 / 46.5, 1x5376x4096 29.6 / 25.1, 8x5376x2048 111.1 / 106.8,
+/// 4x8192x2048 85.2 / 82.4, 1x2048x16384 43.9 / 37.8; f32 4x5376x4096 176.6 / 168.9, 2x5376x4096
+/// 89.8 / 86.2, 1x5376x4096 46.4 / 44.9, 4x8192x2048 135.0 / 128.8.
 fn fwd_one_step(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
+    if fast_memory(dev) {
+        return false;
+    }
     let tiles = ceil_div(inp.seqlen.max(1), tile_tokens(Layout::ChannelFirst, inp.x.dtype));
     let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
     // f32 rows of one tile stay on fwd_cf, whose first tile is prefetched ahead of its weights

@@ -391,6 +391,15 @@ pub(super) fn split_short_rows(km: &mut KParams, inp: &ConvInputs, g: &MainGeom)
     true
 }
 
+/// Whether the device's DRAM is fast enough (FAST_MEMORY_GBPS and up, an H200's 4.9 TB/s against
+/// an H100's 3.35) that kernels tuned to keep an H100's memory busy run out of instruction issue
+/// or bytes in flight first, so that other rules apply: `fwd_one_step`, `bwd_cfw2` and
+/// `bwd_clw_geometry` (docs/perf.md, session 43). NVIDIA only: no such AMD device was measured.
+pub(super) fn fast_memory(dev: &DeviceInfo) -> bool {
+    dev.vendor == Vendor::Nvidia && dev.mem_gbps >= FAST_MEMORY_GBPS
+}
+pub const FAST_MEMORY_GBPS: u32 = 4000;
+
 /// Tokens of one warp span of `ccv1d_{fwd,bwd}_cfw_*`: CF_ITEMS 16-byte vectors per lane.
 pub(super) fn warp_span_tokens(dt: DType, dev: &DeviceInfo) -> i64 {
     dev.warp_size.max(1) as i64 * (16 / dt.size() as i64) * CF_ITEMS

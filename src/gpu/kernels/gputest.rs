@@ -55,7 +55,7 @@ impl Cu {
             let mut cu = Cu {
                 ctx: std::ptr::null_mut(),
                 module: std::ptr::null_mut(),
-                dev_info: DeviceInfo { vendor: Vendor::Nvidia, warp_size: 32, multiprocessors: 1, max_threads_per_block: 1024, max_shared_mem_per_block: 49152, arch: 0 },
+                dev_info: DeviceInfo { vendor: Vendor::Nvidia, warp_size: 32, multiprocessors: 1, max_threads_per_block: 1024, max_shared_mem_per_block: 49152, arch: 0, mem_gbps: 0 },
                 mem_alloc: sym(lib, "cuMemAlloc_v2"),
                 mem_free: sym(lib, "cuMemFree_v2"),
                 htod: sym(lib, "cuMemcpyHtoD_v2"),
@@ -78,6 +78,10 @@ impl Cu {
             cu.check(attr(&mut ma, 75, dev), "cc major");
             cu.check(attr(&mut mi, 76, dev), "cc minor");
             cu.dev_info.arch = (ma * 10 + mi) as u32;
+            let (mut clock, mut bus) = (0, 0);
+            cu.check(attr(&mut clock, 36, dev), "memory clock");
+            cu.check(attr(&mut bus, 37, dev), "memory bus width");
+            cu.dev_info.mem_gbps = crate::gpu::launch::peak_mem_gbps(clock, bus);
             let mut ctx = std::ptr::null_mut();
             cu.check(retain(&mut ctx, dev), "cuDevicePrimaryCtxRetain");
             cu.ctx = ctx;
@@ -1184,8 +1188,9 @@ fn gpu_bwd_cfw7() {
 /// Channel-first backwards on `bwd_cfw2` (`bwd_cfw` in 256-thread blocks) where the default
 /// takes it: 8 batch rows a block of 4 warp spans each (f32, 1024 tokens; 16-bit, 2048), so 4
 /// spans for each of its 8 warps; every dtype, W = 1-4, SiLU at even widths, no states (rows with
-/// them keep bwd_cfwx / bwd_cfw7x). Each case must run on it (H100-sized devices; elsewhere the
-/// case reports the kernel it ran on).
+/// them keep bwd_cfwx / bwd_cfw7x). Each case must run on it on H100-sized devices without
+/// `fast_memory` (an H200 keeps bwd_cfw: validate.sh's cfw2-everywhere step runs it there);
+/// elsewhere the case reports the kernel it ran on.
 #[test]
 #[ignore]
 fn gpu_bwd_cfw2() {
@@ -1196,8 +1201,8 @@ fn gpu_bwd_cfw2() {
                 let o = pt_case(dt, Lay::Cf, shape, w % 2, w, 5);  // (si + w even: no states)
                 run_case(&format!("bwd_cfw2 {}", describe(&o)), || {
                     let m = check_bwd(cu, &o, false, false, true, DType::F32);
-                    let sms = cu.dev_info.multiprocessors;
-                    assert!(sms != 132 || m.contains(&format!("[ccv1d_bwd_cfw2_{}_w{w}", dt_name(dt))), "not on bwd_cfw2: {m}");
+                    let rule = cu.dev_info.multiprocessors == 132 && !fast_memory(&cu.dev_info);
+                    assert!(!rule || m.contains(&format!("[ccv1d_bwd_cfw2_{}_w{w}", dt_name(dt))), "not on bwd_cfw2: {m}");
                     m
                 });
             }

@@ -2,6 +2,7 @@
 //! run; the on-GPU checks are in `gputest`).
 
 use super::*;
+use crate::gpu::launch::peak_mem_gbps;
 use std::mem::offset_of;
 
 /// A launch's parameters, back from its bytes (tests).
@@ -17,10 +18,14 @@ const KPARAMS_H: &str = include_str!("../../../hip/kparams.h");
 const INSTANCES_H: &str = include_str!("../../../hip/instances.h");
 
 fn h100() -> DeviceInfo {
-    DeviceInfo { vendor: Vendor::Nvidia, warp_size: 32, multiprocessors: 132, max_threads_per_block: 1024, max_shared_mem_per_block: 49152, arch: 90 }
+    DeviceInfo { vendor: Vendor::Nvidia, warp_size: 32, multiprocessors: 132, max_threads_per_block: 1024, max_shared_mem_per_block: 49152, arch: 90, mem_gbps: 3352 }
+}
+/// An H200: an H100's multiprocessors with `fast_memory` (3201 MHz x 6144 bits).
+fn h200() -> DeviceInfo {
+    DeviceInfo { mem_gbps: 4916, ..h100() }
 }
 fn mi300() -> DeviceInfo {
-    DeviceInfo { vendor: Vendor::Amd, warp_size: 64, multiprocessors: 304, max_threads_per_block: 1024, max_shared_mem_per_block: 65536, arch: 942 }
+    DeviceInfo { vendor: Vendor::Amd, warp_size: 64, multiprocessors: 304, max_threads_per_block: 1024, max_shared_mem_per_block: 65536, arch: 942, mem_gbps: 5300 }
 }
 
 #[test]
@@ -1280,4 +1285,74 @@ fn names_are_the_instantiated_set() {
     assert!(names.contains(&"ccv1d_bwd_clw_f16_w3".to_string()));
     assert!(names.contains(&"ccv1d_fwd_clw_bf16_w8".to_string()));
     assert!(names.contains(&"ccv1d_bwd_cfw_bf16_w6".to_string()));
+}
+
+#[test]
+fn peak_mem_gbps_from_clock_and_bus() {
+    assert_eq!(peak_mem_gbps(2_619_000, 5120), 3352); // H100 SXM
+    assert_eq!(peak_mem_gbps(3_201_000, 6144), 4916); // H200
+    assert_eq!(peak_mem_gbps(0, 6144), 0);
+    assert_eq!(peak_mem_gbps(3_201_000, -1), 0);
+    assert!(!fast_memory(&h100()) && fast_memory(&h200()));
+    assert!(!fast_memory(&mi300()), "no AMD device was measured: its rules stay");
+}
+
+/// The rules that differ on `fast_memory` devices (H200, docs/perf.md session 43), against the
+/// H100's on the same shapes.
+#[test]
+fn fast_memory_kernel_choice() {
+    let first = |ls: Vec<Launch>| (ls[0].kernel.clone(), params_of(&ls[0]).chunk);
+    // forward: the tile kernel instead of one-step fwd_cfw blocks (W <= 4, every dtype)
+    for dt in [DType::BF16, DType::F16, DType::F32] {
+        let p = fwd_plan(inputs(dt, 4, 5376, 4096, 4, cf(4, 5376, 4096)));
+        let name = |dev| first(fwd_launches(&p, &dev).unwrap()).0;
+        assert!(name(h100()).starts_with("ccv1d_fwd_cfw_"), "{dt:?}");
+        assert!(name(h200()).starts_with("ccv1d_fwd_cf_"), "{dt:?}: {}", name(h200()));
+    }
+    // and at 16-bit W >= 6, where the H100 takes fwd_cfw
+    for w in 6..=8 {
+        let p = fwd_plan(inputs(DType::BF16, 4, 5376, 4096, w, cf(4, 5376, 4096)));
+        let name = |dev| first(fwd_launches(&p, &dev).unwrap()).0;
+        assert!(name(h100()).starts_with("ccv1d_fwd_cfw_"), "W={w}");
+        assert!(name(h200()).starts_with("ccv1d_fwd_cf_"), "W={w}: {}", name(h200()));
+    }
+    // channel-first backward: bwd_cfw (or bwd_cfw7, its last-wave rule), not bwd_cfw2
+    for (dt, (b, d, l)) in [(DType::BF16, (4, 5376, 4096)), (DType::F32, (8, 2048, 1024))] {
+        let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
+        let name = |dev| first(bwd_launches(&p, &dev, 0x8000_0000).unwrap()).0;
+        assert!(name(h100()).starts_with("ccv1d_bwd_cfw2_"), "{dt:?}");
+        let fast = name(h200());
+        assert!(fast.starts_with("ccv1d_bwd_cfw") && !fast.starts_with("ccv1d_bwd_cfw2_"), "{dt:?}: {fast}");
+    }
+    // channel-last backward, 16-bit SiLU at W = 3-4: 512-token chunks where they make two waves
+    let cl_chunk = |dt, b, d, l, w, act, dev| {
+        let mut inp = inputs(dt, b, d, l, w, cl(b, d, l));
+        inp.act = act;
+        first(bwd_launches(&bwd_plan(inp), &dev, 0x8000_0000).unwrap())
+    };
+    for (b, w) in [(4, 4), (2, 4), (4, 3)] {
+        let (name, chunk) = cl_chunk(DType::BF16, b, 5376, 4096, w, Act::Silu, h200());
+        assert_eq!((name.starts_with("ccv1d_bwd_clw_"), chunk), (true, 512), "{b} W={w}");
+        assert_eq!(cl_chunk(DType::BF16, b, 5376, 4096, w, Act::Silu, h100()).1, 192, "{b} W={w}");
+    }
+    // not under two waves of them, at W = 2, without activation, at f32
+    assert_eq!(cl_chunk(DType::BF16, 1, 5376, 4096, 4, Act::Silu, h200()).1, 192);
+    assert_eq!(cl_chunk(DType::BF16, 4, 5376, 4096, 2, Act::Silu, h200()).1, 192);
+    assert_eq!(cl_chunk(DType::BF16, 4, 5376, 4096, 4, Act::None, h200()).1, 192);
+    assert_ne!(cl_chunk(DType::F32, 4, 5376, 4096, 4, Act::Silu, h200()).1, 512);
+    // W = 5-7: 1024-token chunks; not at W = 8
+    for w in 5..=7 {
+        assert_eq!(cl_chunk(DType::BF16, 4, 5376, 4096, w, Act::Silu, h200()).1, 1024, "W={w}");
+        assert_ne!(cl_chunk(DType::BF16, 4, 5376, 4096, w, Act::Silu, h100()).1, 1024, "W={w}");
+    }
+    assert_eq!(cl_chunk(DType::BF16, 4, 5376, 4096, 8, Act::Silu, h200()), cl_chunk(DType::BF16, 4, 5376, 4096, 8, Act::Silu, h100()));
+    // f32 channel-last backward at W <= 4: bwd_cls on mid-sized problems only
+    let cl_name = |b, d, l, w, dev| cl_chunk(DType::F32, b, d, l, w, Act::Silu, dev).0;
+    for (b, d, l) in [(8, 2048, 1024), (4, 4096, 512), (1, 5376, 4096), (16, 2048, 1024)] {
+        assert!(cl_name(b, d, l, 4, h200()).starts_with("ccv1d_bwd_cls_"), "{b}x{d}x{l}");
+        assert!(cl_name(b, d, l, 4, h100()).starts_with("ccv1d_bwd_clw_"), "{b}x{d}x{l}");
+    }
+    for (b, d, l, w) in [(4, 256, 4096, 4), (2, 5376, 4096, 4), (4, 5376, 4096, 4), (8, 2048, 1024, 8)] {
+        assert_eq!(cl_name(b, d, l, w, h200()), cl_name(b, d, l, w, h100()), "{b}x{d}x{l} W={w}");
+    }
 }

@@ -52,6 +52,9 @@ step cl-bwd-clw-everywhere 200 env CCV1D_CL_BWD=1 CCV1D_BWD_PE=0 CCV1D_TEST_CASE
 # bwd_clw's halo (CCV1D_CL_BWD=2) on every grid, at every width and dtype it is compiled for:
 # segments shorter than the window, ragged row ends, one-wave grids, and the self-test's cases
 step cl-bwd-clw-halo 240 env CCV1D_CL_BWD=2 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4 && "$2" gpu::kernels::gputest::gpu_bwd_clw --ignored --test-threads=1' "$BIN/ccv1d" "$BIN/sweep" "$BIN/causal_conv1d"
+# bwd_clw in 1024-token chunks (CCV1D_CL_CHUNK=1024; 256-token walks a group), the longest chunks
+# its rules take (16-bit SiLU at W = 5-7 on fast-memory devices such as the H200), on every case
+step cl-bwd-long-chunks 200 env CCV1D_CL_BWD=1 CCV1D_CL_CHUNK=1024 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step cl-bwd-clw-never 200 env CCV1D_CL_BWD=0 CCV1D_BWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-last forward of simple rows on fwd_clw wherever it can run (f32 and every width too),
 # then never (fwd_cl also where fwd_clw is the default: 16-bit, W >= 5); small problems too

@@ -18,9 +18,9 @@
 //!   without device events) times batches of back-to-back calls ended by `ccv1d_synchronize`.
 //!   The header says which.
 //! - Cache: each row cycles over several buffer sets (x, outputs, states) whose total is at
-//!   least 128 MiB on the GPU (> the 50 MB L2 of an H100, 60 MB of an H200) or 2×LLC on the CPU, at most 8192
-//!   sets; the `cache` column says "cold" when the rotation reaches that total, else "warm"
-//!   (the sets together fit in the cache: tiny shapes).
+//!   least 128 MiB on the GPU (> the L2 of an H100, 50 MB, or an H200, 60 MB) or 2×LLC on the
+//!   CPU, at most 8192 sets; the `cache` column says "cold" when the rotation reaches that total,
+//!   else "warm" (the sets together fit in the cache: tiny shapes).
 //! - `--image FILE`: use this kernel image (fatbin, or `.hsaco`) instead of the embedded one, to
 //!   compare kernels built with other flags (CAUSAL_CONV1D_NVCC_FLAGS) in the same run setup.
 //! - Iterations: `--warmup`/`--iters` (default 10 + 100, as in the seed reports). On the CPU,
@@ -54,8 +54,8 @@ pub const OPTIONS: [&str; 16] =
 const MIB: usize = 1 << 20;
 /// Most buffer sets a row rotates over.
 const MAX_SETS: usize = 8192;
-/// Rotation target on the GPU: well above the L2 of an H100 (50 MB) or H200 (60 MB) (and MI300's 4 MB L2 +
-/// 256 MB Infinity Cache is not covered: the column says "cold" only against 128 MiB).
+/// Rotation target on the GPU: well above the L2 of an H100 (50 MB) or H200 (60 MB) (MI300's 4
+/// MB L2 + 256 MB Infinity Cache is not covered: the column says "cold" only against 128 MiB).
 const GPU_ROTATION: usize = 128 * MIB;
 /// CPU rows whose first call takes longer than this get fewer iterations (unless given).
 const SLOW_CALL_S: f64 = 0.020;

@@ -356,14 +356,19 @@ const NT_CFW2: u32 = 256;
 /// 71.6, 16x1024x1024 54.8 / 54.0. `CCV1D_CFW2=0 / 1`: never / wherever it can run.
 fn bwd_cfw2(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
-    let off = knob(Knob::Cfw2) == Some(0) || (fast_memory(dev) && knob(Knob::Cfw2) != Some(1));
-    if inp.width > 4 || dev.vendor != Vendor::Nvidia || off {
+    if inp.width > 4 || dev.vendor != Vendor::Nvidia {
         return false;
     }
-    let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
-    let warps = (NT_CFW2 / dev.warp_size.max(1)) as i64;
-    let least = if inp.x.dtype == DType::F32 { 2 } else { 4 };  // spans a warp
-    knob(Knob::Cfw2) == Some(1) || g.brows.saturating_mul(spans) >= least * warps
+    match knob(Knob::Cfw2) {
+        Some(v) => v >= 1,
+        None if fast_memory(dev) => false,
+        None => {
+            let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
+            let warps = (NT_CFW2 / dev.warp_size.max(1)) as i64;
+            let least = if inp.x.dtype == DType::F32 { 2 } else { 4 };  // spans a warp
+            g.brows.saturating_mul(spans) >= least * warps
+        }
+    }
 }
 
 /// Channel-last backward on the streaming kernel `ccv1d_bwd_cls_*` (simple rows: no seq_idx, no
@@ -510,14 +515,15 @@ fn bwd_clw_geometry(inp: &ConvInputs, dev: &DeviceInfo) -> Result<MainGeom> {
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
     if !tuned && seqlen >= chunk && blocks(chunk) >= 2 * wave && blocks(chunk) <= MAX_BLOCKS {
         take(if width <= CLW_SHORT_MAX_W && blocks(CLW_CHUNK_SHORT) <= MAX_BLOCKS { CLW_CHUNK_SHORT } else { chunk });
-        let fast_silu = match width {
+        // fast memory, 16-bit SiLU: longer chunks (0: none at this width)
+        let silu_chunk = match width {
             3..=CLW_SHORT_MAX_W => CLW_CHUNK_FAST_SILU,
             5..=7 => CLW_CHUNK_FAST_SILU_WIDE,
             _ => 0,
         };
-        let fast_silu_ok = fast_memory(dev) && dt != DType::F32 && inp.act == Act::Silu && fast_silu > 0;
-        if fast_silu_ok && seqlen >= fast_silu && blocks(fast_silu) >= 2 * wave {
-            take(fast_silu);
+        let longer = fast_memory(dev) && dt != DType::F32 && inp.act == Act::Silu && silu_chunk > 0;
+        if longer && seqlen >= silu_chunk && blocks(silu_chunk) >= 2 * wave {
+            take(silu_chunk);
         }
     }
     let f32_short_waves = CLW_HALO_WAVES * wave..=CLW_F32_SHORT_MAX_WAVES * wave;

@@ -30,7 +30,7 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
         let pe = fwd_pe_launch(p, layout, &k, pe_max.unwrap_or_else(|| knob(Knob::FwdPe).unwrap_or_else(|| pe_max_elems(dt, layout))));
-        let pt = || fwd_pt_launch(p, layout, vec, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(dt))));
+        let pt = || fwd_pt_launch(p, layout, vec, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(dt, inp.seqlen, dev))));
         if let Some(l) = pe.or_else(pt) {
             v.push(l);
         } else {
@@ -82,11 +82,24 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
 /// 4x256x4096 (2^19) 7.84 / 8.62; f32 2^21 4x4096x512 24.46 / 25.01; f16 2^19 4x256x4096 8.23 /
 /// 8.62. Past it, it lost or tied: bf16 4x5376x4096 123.85 / 121.94, f32 2^22 8x2048x1024
 /// 47.36 / 47.03, f16 2^20 4x4096x512 14.45 / 14.41, f16 2^21 8x2048x1024 26.10 / 26.08.
+/// On fast-memory devices (`fast_memory`: the H200) rows of at least one tile
+/// (`tile_tokens`: 1024 f32 tokens, 2048 16-bit) take the tile kernels from 2^19 vectors on:
+/// faster there at every width measured (docs/perf.md, session 44; SiLU, µs, `fwd_pt` / the tile
+/// kernel): W = 4 f32 4x256x4096 11.4 / 10.5, 2x2048x2048 20.4 / 18.7, 1x512x4096 (2^19) 6.9 /
+/// 6.4, W = 8 4x256x4096 13.4 / 11.6; bf16 2x2048x2048 12.8 / 12.1, 4x256x8192 12.7 / 12.2.
+/// Shorter rows kept `fwd_pt` (f32 4x4096x512 W = 4 20.0 / 20.6, W = 2 18.1 / 20.0; bf16
+/// 4x4096x512 without activation 11.7 / 12.7, 8x512x1024 7.3 / 7.8), and so did fewer vectors
+/// (f32 1x1024x1024 4.0 / 4.3, bf16 2x256x4096 4.5 / 4.7).
 /// `CCV1D_FWD_PT` overrides it for every dtype (0: never).
-fn pt_max_vectors(dt: DType) -> i64 {
-    match dt {
+fn pt_max_vectors(dt: DType, seqlen: i64, dev: &DeviceInfo) -> i64 {
+    let max = match dt {
         DType::F16 => 1 << 19,
         DType::BF16 | DType::F32 => 1 << 21,
+    };
+    if fast_memory(dev) && seqlen >= tile_tokens(Layout::ChannelFirst, dt) {
+        max.min((1 << 19) - 1)
+    } else {
+        max
     }
 }
 

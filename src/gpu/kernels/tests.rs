@@ -1316,6 +1316,24 @@ fn fast_memory_kernel_choice() {
         assert!(name(h100()).starts_with("ccv1d_fwd_cfw_"), "W={w}");
         assert!(name(h200()).starts_with("ccv1d_fwd_cf_"), "W={w}: {}", name(h200()));
     }
+    // fwd_pt: rows of a tile or more (1024 f32 tokens, 2048 16-bit) leave it from 2^19 vectors;
+    // shorter rows and fewer vectors keep it (pt: whether a shape takes it on the H100 / the H200)
+    let pe_off = |dt, b, d, l, dev| fwd_launches_pt(&fwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l))), &dev, None, Some(0)).unwrap();
+    let pt = |dt, b, d, l| [h100(), h200()].map(|dev| pe_off(dt, b, d, l, dev)[0].kernel.contains("_pt_"));
+    for (dt, b, d, l, want) in [
+        (DType::F32, 4, 256, 4096, [true, false]),   // 2^20 vectors, rows of 4 tiles
+        (DType::F32, 1, 512, 4096, [true, false]),   // 2^19
+        (DType::F32, 2, 2048, 2048, [true, false]),  // 2^21
+        (DType::F32, 4, 4096, 512, [true, true]),    // 2^21, rows of half a tile
+        (DType::F32, 1, 1024, 1024, [true, true]),   // 2^18
+        (DType::BF16, 2, 2048, 2048, [true, false]), // 2^20
+        (DType::BF16, 4, 256, 4096, [true, false]),  // 2^19
+        (DType::BF16, 2, 256, 4096, [true, true]),   // 2^18
+        (DType::BF16, 8, 2048, 1024, [true, true]),  // 2^21, rows of half a tile
+        (DType::F16, 4, 256, 4096, [true, false]),   // 2^19, f16's own limit on the H100
+    ] {
+        assert_eq!(pt(dt, b, d, l), want, "{dt:?} {b}x{d}x{l}");
+    }
     // channel-first backward: bwd_cfw (or bwd_cfw7, its last-wave rule), not bwd_cfw2
     for (dt, (b, d, l)) in [(DType::BF16, (4, 5376, 4096)), (DType::F32, (8, 2048, 1024))] {
         let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));
@@ -1356,3 +1374,4 @@ fn fast_memory_kernel_choice() {
         assert_eq!(cl_name(b, d, l, w, h200()), cl_name(b, d, l, w, h100()), "{b}x{d}x{l} W={w}");
     }
 }
+

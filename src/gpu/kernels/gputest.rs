@@ -1387,11 +1387,13 @@ fn gpu_bwd_clw() {
             }
         }
         // f32 takes it by default at W <= 5 and W = 8 on grids of two waves or more: 16x5376x128
-        // (4 waves on an H100; at W <= 4 in 64-token chunks, 4 waves of them), SiLU on and off,
-        // with and without states; 2x4096x1000 at W = 2 / 4: 64-token chunks (3.1 waves) on a
-        // ragged row, its last chunk 40 tokens (a group with none); at W = 1-4 on every grid, with
-        // the halo: 2x200x1003 (one wave, a partial channel tile, ragged rows)
-        let f32_cases = [(16, 5376, 128, 1), (16, 5376, 128, 3), (16, 5376, 128, 5), (16, 5376, 128, 8), (2, 4096, 1000, 2), (2, 4096, 1000, 4), (2, 200, 1003, 1), (2, 200, 1003, 2), (2, 200, 1003, 4)];
+        // at W = 5 and 8 (4 waves on an H100), 8x5376x128 at W = 1 and 3 (in 64-token chunks, 2
+        // waves of them; below the 2^23 elements from which fast-memory devices such as the H200
+        // take bwd_cls at W <= 4), SiLU on and off, with and without states; 2x4096x1000 at W = 2
+        // / 4: 64-token chunks (3.1 waves) on a ragged row, its last chunk 40 tokens (a group with
+        // none); at W = 1-4 on every grid, with the halo: 2x200x1003 (one wave, a partial channel
+        // tile, ragged rows)
+        let f32_cases = [(8, 5376, 128, 1), (8, 5376, 128, 3), (16, 5376, 128, 5), (16, 5376, 128, 8), (2, 4096, 1000, 2), (2, 4096, 1000, 4), (2, 200, 1003, 1), (2, 200, 1003, 2), (2, 200, 1003, 4)];
         for lay in [Lay::Cl, Lay::ClPad] {
             for (b, d, l, w) in f32_cases {
                 let shape = (b, d, l);

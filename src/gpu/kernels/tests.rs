@@ -1374,4 +1374,3 @@ fn fast_memory_kernel_choice() {
         assert_eq!(cl_name(b, d, l, w, h200()), cl_name(b, d, l, w, h100()), "{b}x{d}x{l} W={w}");
     }
 }
-

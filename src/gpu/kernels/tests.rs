@@ -1297,7 +1297,7 @@ fn peak_mem_gbps_from_clock_and_bus() {
     assert!(!fast_memory(&mi300()), "no AMD device was measured: its rules stay");
 }
 
-/// The rules that differ on `fast_memory` devices (H200, docs/perf.md session 43), against the
+/// The rules that differ on `fast_memory` devices (H200, docs/perf.md sessions 43-44), against the
 /// H100's on the same shapes.
 #[test]
 fn fast_memory_kernel_choice() {

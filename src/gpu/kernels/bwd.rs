@@ -515,15 +515,16 @@ fn bwd_clw_geometry(inp: &ConvInputs, dev: &DeviceInfo) -> Result<MainGeom> {
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
     if !tuned && seqlen >= chunk && blocks(chunk) >= 2 * wave && blocks(chunk) <= MAX_BLOCKS {
         take(if width <= CLW_SHORT_MAX_W && blocks(CLW_CHUNK_SHORT) <= MAX_BLOCKS { CLW_CHUNK_SHORT } else { chunk });
-        // fast memory, 16-bit SiLU: longer chunks (0: none at this width)
+        // fast memory, 16-bit SiLU: longer chunks at the widths that gained
         let silu_chunk = match width {
-            3..=CLW_SHORT_MAX_W => CLW_CHUNK_FAST_SILU,
-            5..=7 => CLW_CHUNK_FAST_SILU_WIDE,
-            _ => 0,
+            3..=CLW_SHORT_MAX_W => Some(CLW_CHUNK_FAST_SILU),
+            5..=7 => Some(CLW_CHUNK_FAST_SILU_WIDE),
+            _ => None,
         };
-        let longer = fast_memory(dev) && dt != DType::F32 && inp.act == Act::Silu && silu_chunk > 0;
-        if longer && seqlen >= silu_chunk && blocks(silu_chunk) >= 2 * wave {
-            take(silu_chunk);
+        if let Some(c) = silu_chunk.filter(|_| fast_memory(dev) && dt != DType::F32 && inp.act == Act::Silu) {
+            if seqlen >= c && blocks(c) >= 2 * wave {
+                take(c);
+            }
         }
     }
     let f32_short_waves = CLW_HALO_WAVES * wave..=CLW_F32_SHORT_MAX_WAVES * wave;

@@ -477,9 +477,9 @@ CCV_DEV void bwd_cfs_body(const ccv_params& P) { bwd_cf_rows<T, W, true>(P); }
 // One weight load and one dweight/dbias partial per block, stored as in bwd_cf. With SiLU a
 // 16-bit block at the widths of bwd_cfw_body's FAST_MINW runs with silu_grad_fma (FAST), and
 // again without it when a thread's sum of g is NaN.
-template <typename T, int W, bool FAST, bool STATES, int NT>
+template <typename T, int W, bool FAST, bool STATES, int NT, int IT>
 CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
-  constexpr int V = Tr<T>::V, IT = CCV_CF_ITEMS, WS = CCV_WARP, NW = NT / WS;
+  constexpr int V = Tr<T>::V, WS = CCV_WARP, NW = NT / WS;
   constexpr int SPAN = IT * WS * V;
   const uint32_t blk = block_linear();
   const int lane = threadIdx.x % WS, wid = threadIdx.x / WS;
@@ -582,16 +582,18 @@ CCV_DEV bool bwd_cfw_pass(const ccv_params& P, float* red, float* halo) {
 // instances take rows without (stateless_row_ctx: a constant row context; kernels/bwd.rs picks by
 // the flags), bwd_cfwx / bwd_cfw7x the others. One kernel with both walks spilled where neither
 // alone did (bf16 W = 4 at 7 blocks: 8 bytes; docs/perf.md, session 30).
-// NT: threads a block (CCV_NT_<family>, kernels.rs launches the same).
-template <typename T, int W, int FAST_MINW = CCV_CFW_FAST_MINW, bool STATES = false, int NT = CCV_NT_bwd_cfw>
+// NT: threads a block (CCV_NT_<family>, kernels.rs launches the same). IT: 16-byte vectors a
+// lane a span (kernels.rs warp_span_tokens).
+template <typename T, int W, int FAST_MINW = CCV_CFW_FAST_MINW, bool STATES = false, int NT = CCV_NT_bwd_cfw,
+          int IT = CCV_CF_ITEMS>
 CCV_DEV void bwd_cfw_body(const ccv_params& P) {
   __shared__ float red[NT / CCV_WARP * (W + 1)];
   __shared__ float halo[NT / CCV_WARP * (W > 1 ? W - 1 : 1)];  // a warp's right halo
   if (block_linear() >= (uint64_t)P.n_blocks) return;
   if (!(P.flags & CCV_F_SILU) || sizeof(T) == 4 || W < FAST_MINW || W > (STATES ? 7 : 8)) {
-    bwd_cfw_pass<T, W, false, STATES, NT>(P, red, halo);
-  } else if (__syncthreads_or(bwd_cfw_pass<T, W, true, STATES, NT>(P, red, halo))) {
-    bwd_cfw_pass<T, W, false, STATES, NT>(P, red, halo);  // silu_grad_fma met z = ±inf (or NaN)
+    bwd_cfw_pass<T, W, false, STATES, NT, IT>(P, red, halo);
+  } else if (__syncthreads_or(bwd_cfw_pass<T, W, true, STATES, NT, IT>(P, red, halo))) {
+    bwd_cfw_pass<T, W, false, STATES, NT, IT>(P, red, halo);  // silu_grad_fma met z = ±inf (or NaN)
   }
 }
 
@@ -602,6 +604,13 @@ CCV_DEV void bwd_cfw7_body(const ccv_params& P) { bwd_cfw_body<T, W, 4>(P); }
 // multiprocessor at the same 64 registers), for W <= 4 (kernels/bwd.rs bwd_cfw2)
 template <typename T, int W>
 CCV_DEV void bwd_cfw2_body(const ccv_params& P) { bwd_cfw_body<T, W, CCV_CFW_FAST_MINW, false, CCV_NT_bwd_cfw2>(P); }
+// bwd_cfwl: the same body in long spans (CCV_CFWL_ITEMS vectors a lane: half the per-span work
+// an element) at fewer resident blocks (instances.h), rows without states (kernels/bwd.rs
+// bwd_cfwl says where)
+template <typename T, int W>
+CCV_DEV void bwd_cfwl_body(const ccv_params& P) {
+  bwd_cfw_body<T, W, CCV_CFWL_FAST_MINW, false, CCV_NT_bwd_cfwl, CCV_CFWL_ITEMS>(P);
+}
 template <typename T, int W>
 CCV_DEV void bwd_cfwx_body(const ccv_params& P) { bwd_cfw_body<T, W, CCV_CFW_FAST_MINW, true>(P); }
 template <typename T, int W>
@@ -612,5 +621,6 @@ CCV_INSTANTIATE_W(bwd_cfs)
 CCV_INSTANTIATE_W(bwd_cfw)
 CCV_INSTANTIATE_W4(bwd_cfw7)
 CCV_INSTANTIATE_W4(bwd_cfw2)
+CCV_INSTANTIATE_W(bwd_cfwl)
 CCV_INSTANTIATE_W(bwd_cfwx)
 CCV_INSTANTIATE_W4(bwd_cfw7x)

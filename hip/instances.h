@@ -63,6 +63,7 @@
 #define CCV_NT_bwd_cfw 128
 #define CCV_NT_bwd_cfw7 128
 #define CCV_NT_bwd_cfw2 256
+#define CCV_NT_bwd_cfwl 128
 #define CCV_NT_bwd_cfwx 128
 #define CCV_NT_bwd_cfw7x 128
 #define CCV_NT_bwd_cl 128
@@ -223,6 +224,23 @@
 #endif
 #ifndef CCV_LB_bwd_cfw2_bf16
 #define CCV_LB_bwd_cfw2_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw2, 4)
+#endif
+// bwd_cfwl: spans of CCV_CFWL_ITEMS vectors a lane need more registers: 16-bit at 4 blocks (128
+// registers), f32 at 6 (80)
+#ifndef CCV_LB_bwd_cfwl_f32
+#define CCV_LB_bwd_cfwl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 6)
+#endif
+#ifndef CCV_LB_bwd_cfwl_f16
+#define CCV_LB_bwd_cfwl_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 4)
+#endif
+#ifndef CCV_LB_bwd_cfwl_bf16
+#define CCV_LB_bwd_cfwl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 4)
+#endif
+#ifndef CCV_CFWL_ITEMS
+#define CCV_CFWL_ITEMS 4
+#endif
+#ifndef CCV_CFWL_FAST_MINW
+#define CCV_CFWL_FAST_MINW 4
 #endif
 // bwd_cfwx / bwd_cfw7x: the launch bounds of bwd_cfw / bwd_cfw7
 #define CCV_LB_bwd_cfwx_f32(W) CCV_LB_bwd_cfw_f32(W)

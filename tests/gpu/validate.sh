@@ -42,6 +42,9 @@ step cf-warp-never 200 env CCV1D_CF_WARP=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} /
 # the channel-first backward on bwd_cfw2 (bwd_cfw in 256-thread blocks) wherever it can run (W <= 4,
 # rows without states; by default where each warp walks at least 4 spans)
 step cfw2-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_CFW2=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
+# the channel-first backward on bwd_cfwl (bwd_cfw in spans of 4 vectors a lane) wherever it can run
+# (rows without states of at least one long span)
+step cfwl-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_CFWL=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # the channel-first backward on bwd_pt up to 4096 tokens a channel (where a channel fits)
 # (CCV1D_BWD_PT; by default up to 2048 tokens, bf16 4096; 4096 here: f16 with 2 vectors a thread in 256)
 step bwd-pt-wide 200 env CCV1D_BWD_PT=4096 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"

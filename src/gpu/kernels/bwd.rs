@@ -235,7 +235,7 @@ fn bwd_cfw_chunks(p: &BwdPlan, g: MainGeom, dev: &DeviceInfo) -> MainGeom {
     let slots = dev.multiprocessors.max(1) as i64 * bwd_cf_blocks_per_sm(inp.width);
     let per_step = NT as i64 / dev.warp_size.max(1) as i64;
     let cost = |g: &MainGeom| {
-        let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
+        let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev, CF_ITEMS);
         let rows = cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, cf_max_steps(), true);
         cf_block_cost(inp.batch, inp.dim, g.n_chunks, rows, spans, per_step, slots)
     };
@@ -312,7 +312,13 @@ const CFW7_BLOCKS_PER_SM: i64 = 7;
 /// runs these rows instead. `CCV1D_CFW7=0 / 1`: never / wherever it can run.
 fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     let inp = &p.inp;
-    let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
+    if bwd_cfwl(p, dev) {
+        let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev, CFWL_ITEMS);
+        let per_step = NT as i64 / dev.warp_size.max(1) as i64;
+        let slots = dev.multiprocessors.max(1) as i64 * cfwl_blocks_per_sm(inp.x.dtype);
+        return (cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, cf_max_steps(), true), false);
+    }
+    let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev, CF_ITEMS);
     let per_step = NT as i64 / dev.warp_size.max(1) as i64;
     // (rows a block, blocks, idle fraction of the last wave, slots) at `per_sm` blocks a
     // multiprocessor
@@ -330,6 +336,24 @@ fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
         }
     }
     (rows8, false)
+}
+
+/// 16-byte vectors a lane of a `ccv1d_bwd_cfwl_*` span (`CCV_CFWL_ITEMS`).
+pub const CFWL_ITEMS: i64 = 4;
+
+/// Resident `ccv1d_bwd_cfwl_*` blocks per multiprocessor (its launch bounds in instances.h).
+fn cfwl_blocks_per_sm(dt: DType) -> i64 {
+    if dt == DType::F32 { 6 } else { 4 }
+}
+
+/// A `bwd_cfw` call (rows without states or state_indices, rows of at least one long span) on
+/// `ccv1d_bwd_cfwl_*`: the same walk in spans of CFWL_ITEMS vectors a lane, so half the per-span
+/// setup an element, at fewer resident blocks. `CCV1D_CFWL=0 / 1`: never / wherever it can run.
+fn bwd_cfwl(p: &BwdPlan, dev: &DeviceInfo) -> bool {
+    let inp = &p.inp;
+    let states = bwd_params(p).flags & (F_STATES_ANY | F_STATE_IDX) != 0;
+    let allowed = !states && inp.seqlen >= warp_span_tokens(inp.x.dtype, dev, CFWL_ITEMS);
+    allowed && knob(Knob::Cfwl) == Some(1)
 }
 
 /// Threads of a `ccv1d_bwd_cfw2_*` block (`CCV_NT_bwd_cfw2`).
@@ -363,7 +387,7 @@ fn bwd_cfw2(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> bool {
         Some(v) => v >= 1,
         None if fast_memory(dev) => false,
         None => {
-            let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev);
+            let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev, CF_ITEMS);
             let warps = (NT_CFW2 / dev.warp_size.max(1)) as i64;
             let least = if inp.x.dtype == DType::F32 { 2 } else { 4 };  // spans a warp
             g.brows.saturating_mul(spans) >= least * warps
@@ -695,8 +719,10 @@ pub fn bwd_launches_pt(p: &BwdPlan, dev: &DeviceInfo, workspace: usize, small: S
         } else if g.layout == Layout::ChannelFirst && bwd_warp_spans(p, dev) {
             // rows with state tensors or state_indices on the instances that read them (bwd_cf.hip)
             let states = km.flags & (F_STATES_ANY | F_STATE_IDX) != 0;
-            let cfw2 = !states && bwd_cfw2(p, g, dev);
+            let cfwl = bwd_cfwl(p, dev);
+            let cfw2 = !states && !cfwl && bwd_cfw2(p, g, dev);
             let fam = match (bwd_cfw_rows(p, g, dev).1, states) {
+                _ if cfwl => "cfwl",
                 _ if cfw2 => "cfw2",
                 (true, false) => "cfw7",
                 (true, true) => "cfw7x",

@@ -46,7 +46,7 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
             };
             if warp {
                 let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
-                let spans = chunk_spans(&g, inp.seqlen, dt, dev);
+                let spans = chunk_spans(&g, inp.seqlen, dt, dev, CF_ITEMS);
                 g.brows = cf_row_group(inp.batch, inp.dim, &g, spans, NT as i64 / dev.warp_size.max(1) as i64, slots, fwd_max_steps(inp.width), false);
                 g.n_blocks = ceil_div(inp.batch, g.brows).saturating_mul(inp.dim).saturating_mul(g.n_chunks);
             }

@@ -401,14 +401,16 @@ pub(super) fn fast_memory(dev: &DeviceInfo) -> bool {
 }
 pub const FAST_MEMORY_GBPS: u32 = 4000;
 
-/// Tokens of one warp span of `ccv1d_{fwd,bwd}_cfw_*`: CF_ITEMS 16-byte vectors per lane.
-pub(super) fn warp_span_tokens(dt: DType, dev: &DeviceInfo) -> i64 {
-    dev.warp_size.max(1) as i64 * (16 / dt.size() as i64) * CF_ITEMS
+/// Tokens of one warp span of `items` 16-byte vectors a lane: CF_ITEMS in
+/// `ccv1d_{fwd,bwd}_cfw_*`, CFWL_ITEMS in `ccv1d_bwd_cfwl_*`.
+pub(super) fn warp_span_tokens(dt: DType, dev: &DeviceInfo, items: i64) -> i64 {
+    dev.warp_size.max(1) as i64 * (16 / dt.size() as i64) * items
 }
 
-/// Warp spans in one row's part of a block's chunk (`g.chunk`, at most the row's `seqlen`).
-pub(super) fn chunk_spans(g: &MainGeom, seqlen: i64, dt: DType, dev: &DeviceInfo) -> i64 {
-    ceil_div(g.chunk.min(seqlen), warp_span_tokens(dt, dev))
+/// Warp spans of `items` vectors a lane in one row's part of a block's chunk (`g.chunk`, at most
+/// the row's `seqlen`).
+pub(super) fn chunk_spans(g: &MainGeom, seqlen: i64, dt: DType, dev: &DeviceInfo, items: i64) -> i64 {
+    ceil_div(g.chunk.min(seqlen), warp_span_tokens(dt, dev, items))
 }
 
 /// Channel-first forward / backward on `ccv1d_{fwd,bwd}_cfw_*` (warp spans: no shared memory, no
@@ -423,7 +425,7 @@ pub(super) fn cf_warp_spans(inp: &ConvInputs, views: &[&View], faster: bool, dev
     let allowed = inp.seq_idx.is_none()
         && matches!(inp.seqs, Seqs::Rows)
         && inp.seqlen % (16 / dt.size() as i64) == 0
-        && inp.seqlen >= warp_span_tokens(dt, dev)
+        && inp.seqlen >= warp_span_tokens(dt, dev, CF_ITEMS)
         && views.iter().all(|v| vec_ok(v, Layout::ChannelFirst, dims));
     match knob(Knob::CfWarp) {
         Some(v) => allowed && v == 1,

@@ -274,7 +274,7 @@ fn dt_name(d: DType) -> &'static str {
 pub fn all_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dt in ["f32", "f16", "bf16"] {
-        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "bwd_pt", "bwd_pe", "update", "step", "stepv"] {
+        for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfwl", "bwd_cl", "bwd_cls", "bwd_clw", "bwd_slab", "bwd_pt", "bwd_pe", "update", "step", "stepv"] {
             for w in 1..=8 {
                 v.push(format!("ccv1d_{fam}_{dt}_w{w}"));
             }
@@ -508,11 +508,13 @@ enum Knob {
     CfSteps,
     /// `CCV1D_CFW2`: 0 / 1 = `bwd_cfw` at W <= 4 never / wherever it can run on `bwd_cfw2`.
     Cfw2,
+    /// `CCV1D_CFWL`: 0 / 1 = `bwd_cfw` never / wherever it can run on `bwd_cfwl`.
+    Cfwl,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 17] = [const { OnceLock::new() }; 17];
+    static VALUES: [OnceLock<Option<i64>>; 18] = [const { OnceLock::new() }; 18];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -531,8 +533,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::Overlap => "CCV1D_OVERLAP",
         Knob::CfSteps => "CCV1D_CF_STEPS",
         Knob::Cfw2 => "CCV1D_CFW2",
+        Knob::Cfwl => "CCV1D_CFWL",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap | Knob::Cfw2) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap | Knob::Cfw2 | Knob::Cfwl) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 

@@ -91,11 +91,12 @@ fn flags_and_shapes_match_headers() {
     assert_eq!(DT_F16, DType::F16.code());
     assert_eq!(DT_BF16, DType::BF16.code());
     assert_eq!(header_define(INSTANCES_H, "CCV_CF_ITEMS"), CF_ITEMS);
+    assert_eq!(header_define(INSTANCES_H, "CCV_CFWL_ITEMS"), CFWL_ITEMS);
     assert_eq!(header_define(INSTANCES_H, "CCV_CL_TT"), CL_TT);
     assert_eq!(header_define(INSTANCES_H, "CCV_CL_CC"), CL_CC);
     assert_eq!(header_define(INSTANCES_H, "CCV_UPD_SMEM"), UPD_SMEM);
     assert_eq!(header_define(INSTANCES_H, "CCV_UPD_ROWS"), UPD_ROWS);
-    for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_cl11", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfw7", "bwd_cfwx", "bwd_cfw7x", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
+    for fam in ["fwd_cf", "fwd_cfs", "fwd_cfw", "fwd_cl", "fwd_cl11", "fwd_clw", "fwd_pt", "fwd_pe", "bwd_cf", "bwd_cfs", "bwd_cfw", "bwd_cfw7", "bwd_cfwl", "bwd_cfwx", "bwd_cfw7x", "bwd_cl", "bwd_cls", "bwd_clw", "update", "step", "stepv", "fwd_states", "bwd_states"] {
         assert_eq!(header_define(INSTANCES_H, &format!("CCV_NT_{fam}")), NT as i64, "{fam}");
     }
     assert_eq!(header_define(INSTANCES_H, "CCV_NT_bwd_reduce"), NT_REDUCE as i64);
@@ -1277,7 +1278,7 @@ fn update_launch() {
 #[test]
 fn names_are_the_instantiated_set() {
     let names = all_kernel_names();
-    assert_eq!(names.len(), 3 * (20 * 8 + 2 + 3 * 4) + 2 * 4 + 2);
+    assert_eq!(names.len(), 3 * (21 * 8 + 2 + 3 * 4) + 2 * 4 + 2);
     let set: std::collections::HashSet<_> = names.iter().collect();
     assert_eq!(set.len(), names.len());
     assert!(names.contains(&"ccv1d_fwd_cl_bf16_w4".to_string()));
@@ -1285,6 +1286,7 @@ fn names_are_the_instantiated_set() {
     assert!(names.contains(&"ccv1d_bwd_clw_f16_w3".to_string()));
     assert!(names.contains(&"ccv1d_fwd_clw_bf16_w8".to_string()));
     assert!(names.contains(&"ccv1d_bwd_cfw_bf16_w6".to_string()));
+    assert!(names.contains(&"ccv1d_bwd_cfwl_f16_w8".to_string()));
 }
 
 #[test]

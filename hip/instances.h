@@ -225,16 +225,19 @@
 #ifndef CCV_LB_bwd_cfw2_bf16
 #define CCV_LB_bwd_cfw2_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw2, 4)
 #endif
-// bwd_cfwl: spans of CCV_CFWL_ITEMS vectors a lane need more registers: 16-bit at 4 blocks (128
-// registers), f32 at 6 (80)
+// bwd_cfwl: spans of CCV_CFWL_ITEMS vectors a lane hold more registers: f32 at 6 blocks (80
+// registers; no spills up to W = 5, 28-68 bytes at 6-8), 16-bit at 5 (96; none up to W = 3, 24-88
+// bytes at 4-5). H200 (docs/perf.md session 45; SiLU, us, 4 blocks / 5): bf16 4x5376x4096 W = 3
+// 140.2 / 131.0, W = 4 145.9 / 143.3, W = 5 161.3 / 155.5; f32 at 7 blocks (72 registers) lost
+// (4x5376x4096 W = 4 265.6 at 6, 298.8 at 7).
 #ifndef CCV_LB_bwd_cfwl_f32
 #define CCV_LB_bwd_cfwl_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 6)
 #endif
 #ifndef CCV_LB_bwd_cfwl_f16
-#define CCV_LB_bwd_cfwl_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 4)
+#define CCV_LB_bwd_cfwl_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 5)
 #endif
 #ifndef CCV_LB_bwd_cfwl_bf16
-#define CCV_LB_bwd_cfwl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 4)
+#define CCV_LB_bwd_cfwl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 5)
 #endif
 #ifndef CCV_CFWL_ITEMS
 #define CCV_CFWL_ITEMS 4

@@ -343,17 +343,39 @@ pub const CFWL_ITEMS: i64 = 4;
 
 /// Resident `ccv1d_bwd_cfwl_*` blocks per multiprocessor (its launch bounds in instances.h).
 fn cfwl_blocks_per_sm(dt: DType) -> i64 {
-    if dt == DType::F32 { 6 } else { 4 }
+    if dt == DType::F32 { 6 } else { 5 }
 }
 
 /// A `bwd_cfw` call (rows without states or state_indices, rows of at least one long span) on
 /// `ccv1d_bwd_cfwl_*`: the same walk in spans of CFWL_ITEMS vectors a lane, so half the per-span
-/// setup an element, at fewer resident blocks. `CCV1D_CFWL=0 / 1`: never / wherever it can run.
+/// setup an element, at fewer resident blocks (6 f32, 5 16-bit). On `fast_memory` devices, where
+/// the SiLU backward runs out of instruction issue before memory (docs/perf.md session 44): f32
+/// from 4096 rows (batch x dim), every width; 16-bit with SiLU at W <= 5 from 2^26 elements.
+/// H200 (docs/perf.md session 45; µs, `CCV1D_CFWL=0` / 1):
+/// - f32, SiLU: 4x5376x4096 W = 4 273.8 / 265.6 (no activation 260.2 / 258.2), W = 5 264.2 /
+///   250.6, W = 6 278.8 / 255.6, W = 7 293.0 / 258.4, W = 8 296.3 / 270.0, W = 2 253.5 / 257.8;
+///   8x5376x4096 539.9 / 527.7, 1x5376x4096 71.7 / 67.8, 8x2048x1024 52.6 / 51.8, 2x2048x2048
+///   28.6 / 28.2, 16x1024x1024 53.9 / 53.8; fewer rows lost (4x256x4096 19.8 / 22.4).
+/// - 16-bit at 5 blocks, SiLU: bf16 4x5376x4096 W = 2 132.3 / 126.5, W = 3 140.9 / 131.0,
+///   W = 4 144.3 / 143.3 (f16 146.4 / 146.3), W = 5 160.9 / 155.5; 8x5376x4096 bf16 281.7 / 270.0,
+///   f16 286.3 / 275.7. Lost: W >= 6 (bf16 W = 7 176.6 / 188.7), smaller problems (8x2048x1024
+///   33.8 / 34.5, 1x5376x4096 f16 45.9 / 49.0), and f16 without activation (8x5376x4096 255.7 /
+///   259.6).
+/// Not measured on an H100. `CCV1D_CFWL=0 / 1`: never / wherever it can run.
 fn bwd_cfwl(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let states = bwd_params(p).flags & (F_STATES_ANY | F_STATE_IDX) != 0;
-    let allowed = !states && inp.seqlen >= warp_span_tokens(inp.x.dtype, dev, CFWL_ITEMS);
-    allowed && knob(Knob::Cfwl) == Some(1)
+    let dt = inp.x.dtype;
+    if states || inp.seqlen < warp_span_tokens(dt, dev, CFWL_ITEMS) {
+        return false;
+    }
+    let rows = inp.batch.saturating_mul(inp.dim);
+    match knob(Knob::Cfwl) {
+        Some(v) => v == 1,
+        None if !fast_memory(dev) => false,  // (NVIDIA only)
+        None if dt == DType::F32 => rows >= 4096,
+        None => inp.act == Act::Silu && inp.width <= 5 && rows.saturating_mul(inp.seqlen) >= 1 << 26,
+    }
 }
 
 /// Threads of a `ccv1d_bwd_cfw2_*` block (`CCV_NT_bwd_cfw2`).

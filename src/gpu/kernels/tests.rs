@@ -1344,6 +1344,35 @@ fn fast_memory_kernel_choice() {
         let fast = name(h200());
         assert!(fast.starts_with("ccv1d_bwd_cfw") && !fast.starts_with("ccv1d_bwd_cfw2_"), "{dt:?}: {fast}");
     }
+    // channel-first backward in long spans (bwd_cfwl): f32 from 4096 rows at every width, 16-bit
+    // with SiLU at W <= 5 from 2^26 elements; never on the H100, nor with states
+    let cf_name = |dt, b, d, l, w, act, dev| {
+        let mut inp = inputs(dt, b, d, l, w, cf(b, d, l));
+        inp.act = act;
+        first(bwd_launches(&bwd_plan(inp), &dev, 0x8000_0000).unwrap()).0
+    };
+    for (dt, b, d, l, w, act, want) in [
+        (DType::F32, 4, 5376, 4096, 4, Act::Silu, true),
+        (DType::F32, 4, 5376, 4096, 8, Act::Silu, true),
+        (DType::F32, 4, 5376, 4096, 4, Act::None, true),
+        (DType::F32, 2, 2048, 2048, 4, Act::Silu, true),  // 4096 rows
+        (DType::F32, 4, 256, 4096, 4, Act::Silu, false),  // 1024 rows
+        (DType::BF16, 4, 5376, 4096, 4, Act::Silu, true),
+        (DType::F16, 4, 5376, 4096, 2, Act::Silu, true),
+        (DType::BF16, 4, 4096, 4096, 5, Act::Silu, true),  // 2^26 elements
+        (DType::BF16, 4, 5376, 4096, 6, Act::Silu, false),
+        (DType::BF16, 4, 5376, 4096, 4, Act::None, false),
+        (DType::BF16, 2, 5376, 4096, 4, Act::Silu, false),  // 2^25.4
+        (DType::BF16, 8, 2048, 1024, 4, Act::Silu, false),
+    ] {
+        let fast = cf_name(dt, b, d, l, w, act, h200());
+        assert_eq!(fast.starts_with("ccv1d_bwd_cfwl_"), want, "{dt:?} {b}x{d}x{l} W={w} {act:?}: {fast}");
+        assert!(!cf_name(dt, b, d, l, w, act, h100()).starts_with("ccv1d_bwd_cfwl_"), "{dt:?} {b}x{d}x{l} W={w}");
+    }
+    let mut states = bwd_plan(inputs(DType::F32, 4, 5376, 4096, 4, cf(4, 5376, 4096)));
+    states.dinitial_states = Some(view(0x7500_0000, DType::F32, [5376 * 8, 8, 1]));
+    states.inp.initial_states = Some(view(0x7400_0000, DType::F32, [5376 * 8, 8, 1]));
+    assert!(first(bwd_launches(&states, &h200(), 0x8000_0000).unwrap()).0.starts_with("ccv1d_bwd_cfwx_"));
     // channel-last backward, 16-bit SiLU at W = 3-4: 512-token chunks where they make two waves
     let cl_chunk = |dt, b, d, l, w, act, dev| {
         let mut inp = inputs(dt, b, d, l, w, cl(b, d, l));

@@ -7,7 +7,8 @@
 //                                      fwd_pe (the smallest problems of either layout, an element per thread),
 //                                      bwd_cf, bwd_cfs, bwd_cfw (warp spans), bwd_cfw7 (bwd_cfw at 7
 //                                      resident blocks: W <= 4 only), bwd_cfw2 (bwd_cfw in
-//                                      256-thread blocks: W <= 4 only), bwd_cfwx / bwd_cfw7x (the same
+//                                      256-thread blocks: W <= 4 only), bwd_cfwl (bwd_cfw in spans of
+//                                      4 vectors a lane), bwd_cfwx / bwd_cfw7x (the same
 //                                      for rows with state tensors or state_indices), bwd_cl,
 //                                      bwd_cls (simple channel-last rows), bwd_clw (the same through
 //                                      per-warp rings of 16-byte copies), bwd_slab (tiny channel-last
@@ -18,7 +19,7 @@
 // dtype ∈ f32, f16, bf16 (of x); width ∈ 1..8. Everything else is a run-time flag in ccv_params.
 // Each translation unit defines <family>_body templates and expands its own families:
 //   fwd_cf.hip: fwd_cf, fwd_cfs, fwd_cfw fwd_cl.hip: fwd_cl, fwd_cl11   fwd_clw.hip: fwd_clw   fwd_pt.hip: fwd_pt, fwd_pe
-//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw, bwd_cfw7, bwd_cfw2, bwd_cfwx, bwd_cfw7x   bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
+//   bwd_cf.hip: bwd_cf, bwd_cfs, bwd_cfw, bwd_cfw7, bwd_cfw2, bwd_cfwl, bwd_cfwx, bwd_cfw7x   bwd_cl.hip: bwd_cl, bwd_cls   bwd_clw.hip: bwd_clw
 //   bwd_slab.hip: bwd_slab   bwd_pt.hip: bwd_pt, bwd_pe
 //   misc.hip:   update, step, stepv, fwd_states, bwd_states, bwd_reduce
 #pragma once

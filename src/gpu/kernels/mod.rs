@@ -13,11 +13,12 @@
 //!   only; `clw`: simple rows fed by per-warp rings of 16-byte copies, two channels a thread);
 //! - `ccv1d_fwd_states_{dt}`: final_states (after the main kernel: safe when the pool is both
 //!   initial_states and final_states);
-//! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cfw2,cfwx,cfw7x,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32
+//! - `ccv1d_bwd_{cf,cfs,cfw,cfw7,cfw2,cfwl,cfwx,cfw7x,cl,cls,clw}_{dt}_w{W}`: dx and per-row, per-chunk fp32
 //!   dweight/dbias partials into the workspace (`cfs`: short channel-first rows, several per
 //!   block; `cfw`: channel-first simple rows on the vector path in warp spans, no shared memory;
 //!   `cfw7`: the same at 7 resident blocks, W <= 4 only, for grids whose last wave is fuller;
 //!   `cfw2`: the same in 256-thread blocks, W <= 4 only (`bwd_cfw2` says where);
+//!   `cfwl`: the same in spans of 4 vectors a lane at fewer resident blocks (`bwd_cfwl` says where);
 //!   `cfwx` / `cfw7x`: `cfw` / `cfw7` for rows with state tensors or state_indices; `cls`:
 //!   channel-last streaming, simple rows on the vector path; `clw`: the same fed by per-warp rings
 //!   of 16-byte copies, two channels a thread; `cl`: tiles);

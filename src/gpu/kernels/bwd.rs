@@ -350,21 +350,24 @@ fn cfwl_blocks_per_sm(dt: DType) -> i64 {
 /// `ccv1d_bwd_cfwl_*`: the same walk in spans of CFWL_ITEMS vectors a lane, so half the per-span
 /// setup an element, at fewer resident blocks (6 f32, 5 16-bit). On `fast_memory` devices, where
 /// the SiLU backward runs out of instruction issue before memory (docs/perf.md session 44), an
-/// empirical rule: f32 at W >= 2 from 2^24 elements; 16-bit with SiLU at W <= 5 from 2^25
+/// empirical rule: f32 at W >= 2 from 2^24 elements; 16-bit with SiLU at W <= 5 from 2^26
 /// elements in rows of at most 4096 tokens. H200 (docs/perf.md session 45; µs, `CCV1D_CFWL=0` /
 /// 1):
 /// - f32, SiLU: 4x5376x4096 W = 3 264.3 / 259.4, W = 4 273.8 / 265.6 (no activation 260.2 /
 ///   258.2), W = 5 264.2 / 250.6, W = 6 278.8 / 255.6, W = 7 293.0 / 258.4, W = 8 296.3 / 270.0;
 ///   8x5376x4096 539.9 / 527.7, 4x5376x2048 131.4 / 126.3, 1x5376x4096 71.7 / 67.8, 1x4096x4096
-///   53.6 / 52.9, 8x2048x1024 52.6 / 51.8, 16x1024x1024 53.9 / 53.8. Lost: W = 1 (244.6 / 253.3)
-///   and below 2^24 elements (4x1024x2048 27.9 / 30.3, 4x256x4096 19.8 / 22.4; 2x2048x2048 28.6 /
-///   28.2 the one gain there).
+///   53.6 / 52.9 (W = 5 without activation 54.5 / 51.3), 4x4096x1024 W = 8 63.1 / 62.1,
+///   8x2048x1024 52.6 / 51.8, 16x1024x1024 53.9 / 53.8. Lost: W = 1 (244.6 / 253.3) and below
+///   2^24 elements (4x1024x2048 27.9 / 30.3, 4x256x4096 19.8 / 22.4; 2x2048x2048 28.6 / 28.2 the
+///   one gain there).
 /// - 16-bit, SiLU: bf16 4x5376x4096 W = 1 125.7 / 124.7, W = 2 132.3 / 126.5, W = 3 140.9 /
 ///   131.0, W = 4 144.3 / 143.3 (f16 146.4 / 146.3), W = 5 160.9 / 155.5; 8x5376x4096 bf16 281.7
-///   / 270.0, f16 286.3 / 275.7; 4x4096x4096 114.7 / 111.4, 16x2048x2048 115.6 / 113.2; W = 3
-///   2x5376x4096 76.1 / 71.7, 4x2048x4096 57.6 / 55.6. Lost: W >= 6 (bf16 W = 7 176.6 / 188.7),
-///   8192-token rows (2x5376x8192 145.0 / 148.0), below 2^25 elements (8x2048x1024 33.8 / 34.5,
-///   1x5376x4096 f16 45.9 / 49.0), without activation (f16 8x5376x4096 255.7 / 259.6).
+///   / 270.0, f16 286.3 / 275.7; 4x4096x4096 114.7 / 111.4, 16x2048x2048 115.6 / 113.2. Mixed
+///   from 2^25 to 2^26 elements (W = 3 2x5376x4096 76.1 / 71.7 and 4x2048x4096 57.6 / 55.6, f16
+///   W = 5 2x5376x4096 87.8 / 86.7; W = 4 2x5376x4096 78.3 / 80.1, 4x2048x4096 61.4 / 61.3, f16
+///   W = 2 4x2048x4096 52.9 / 53.5), so not taken there. Lost: W >= 6 (bf16 W = 7 176.6 /
+///   188.7), 8192-token rows (2x5376x8192 145.0 / 148.0), smaller problems (8x2048x1024 33.8 /
+///   34.5, 1x5376x4096 f16 45.9 / 49.0), without activation (f16 8x5376x4096 255.7 / 259.6).
 /// Not measured on an H100. `CCV1D_CFWL=0 / 1`: never / wherever it can run.
 fn bwd_cfwl(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
@@ -378,7 +381,7 @@ fn bwd_cfwl(p: &BwdPlan, dev: &DeviceInfo) -> bool {
         Some(v) => v == 1,
         None if !fast_memory(dev) => false,  // (NVIDIA only)
         None if dt == DType::F32 => inp.width >= 2 && elems >= 1 << 24,
-        None => inp.act == Act::Silu && inp.width <= 5 && elems >= 1 << 25 && inp.seqlen <= 4096,
+        None => inp.act == Act::Silu && inp.width <= 5 && elems >= 1 << 26 && inp.seqlen <= 4096,
     }
 }
 

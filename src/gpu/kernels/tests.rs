@@ -1345,7 +1345,7 @@ fn fast_memory_kernel_choice() {
         assert!(fast.starts_with("ccv1d_bwd_cfw") && !fast.starts_with("ccv1d_bwd_cfw2_"), "{dt:?}: {fast}");
     }
     // channel-first backward in long spans (bwd_cfwl): f32 at W >= 2 from 2^24 elements, 16-bit
-    // with SiLU at W <= 5 from 2^25 elements in rows of at most 4096 tokens; never on the H100,
+    // with SiLU at W <= 5 from 2^26 elements in rows of at most 4096 tokens; never on the H100,
     // nor with states
     let cf_name = |dt, b, d, l, w, act, dev| {
         let mut inp = inputs(dt, b, d, l, w, cf(b, d, l));
@@ -1361,7 +1361,8 @@ fn fast_memory_kernel_choice() {
         (DType::F32, 2, 2048, 2048, 4, Act::Silu, false), // 2^23
         (DType::BF16, 4, 5376, 4096, 4, Act::Silu, true),
         (DType::F16, 4, 5376, 4096, 2, Act::Silu, true),
-        (DType::BF16, 4, 2048, 4096, 5, Act::Silu, true), // 2^25
+        (DType::BF16, 4, 4096, 4096, 5, Act::Silu, true), // 2^26
+        (DType::BF16, 2, 5376, 4096, 4, Act::Silu, false), // 2^25.4
         (DType::BF16, 4, 5376, 4096, 6, Act::Silu, false),
         (DType::BF16, 4, 5376, 4096, 4, Act::None, false),
         (DType::BF16, 2, 5376, 8192, 4, Act::Silu, false), // rows of 8192 tokens

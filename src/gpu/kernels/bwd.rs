@@ -350,7 +350,7 @@ fn cfwl_blocks_per_sm(dt: DType) -> i64 {
 /// `ccv1d_bwd_cfwl_*`: the same walk in spans of CFWL_ITEMS vectors a lane, so half the per-span
 /// setup an element, at fewer resident blocks (6 f32, 5 16-bit). On `fast_memory` devices, where
 /// the SiLU backward runs out of instruction issue before memory (docs/perf.md session 44), an
-/// empirical rule: f32 at W >= 2 from 2^24 elements; 16-bit with SiLU at W <= 5 from 2^26
+/// empirical rule: f32 at W >= 3 from 2^24 elements; 16-bit with SiLU at W <= 5 from 2^26
 /// elements in rows of at most 4096 tokens. H200 (docs/perf.md session 45; µs, `CCV1D_CFWL=0` /
 /// 1):
 /// - f32, SiLU: 4x5376x4096 W = 3 264.3 / 259.4, W = 4 273.8 / 265.6 (no activation 260.2 /
@@ -359,7 +359,7 @@ fn cfwl_blocks_per_sm(dt: DType) -> i64 {
 ///   53.6 / 52.9 (W = 5 without activation 54.5 / 51.3), 4x4096x1024 W = 8 63.1 / 62.1,
 ///   8x2048x1024 52.6 / 51.8, 16x1024x1024 53.9 / 53.8. Lost: W = 1 (244.6 / 253.3) and below
 ///   2^24 elements (4x1024x2048 27.9 / 30.3, 4x256x4096 19.8 / 22.4; 2x2048x2048 28.6 / 28.2 the
-///   one gain there).
+///   one gain there); W = 2 lost too (253.5 / 257.8).
 /// - 16-bit, SiLU: bf16 4x5376x4096 W = 1 125.7 / 124.7, W = 2 132.3 / 126.5, W = 3 140.9 /
 ///   131.0, W = 4 144.3 / 143.3 (f16 146.4 / 146.3), W = 5 160.9 / 155.5; 8x5376x4096 bf16 281.7
 ///   / 270.0, f16 286.3 / 275.7; 4x4096x4096 114.7 / 111.4, 16x2048x2048 115.6 / 113.2. Mixed
@@ -380,7 +380,7 @@ fn bwd_cfwl(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     match knob(Knob::Cfwl) {
         Some(v) => v == 1,
         None if !fast_memory(dev) => false,  // (NVIDIA only)
-        None if dt == DType::F32 => inp.width >= 2 && elems >= 1 << 24,
+        None if dt == DType::F32 => inp.width >= 3 && elems >= 1 << 24,
         None => inp.act == Act::Silu && inp.width <= 5 && elems >= 1 << 26 && inp.seqlen <= 4096,
     }
 }

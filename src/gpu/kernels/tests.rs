@@ -1344,7 +1344,7 @@ fn fast_memory_kernel_choice() {
         let fast = name(h200());
         assert!(fast.starts_with("ccv1d_bwd_cfw") && !fast.starts_with("ccv1d_bwd_cfw2_"), "{dt:?}: {fast}");
     }
-    // channel-first backward in long spans (bwd_cfwl): f32 at W >= 2 from 2^24 elements, 16-bit
+    // channel-first backward in long spans (bwd_cfwl): f32 at W >= 3 from 2^24 elements, 16-bit
     // with SiLU at W <= 5 from 2^26 elements in rows of at most 4096 tokens; never on the H100,
     // nor with states
     let cf_name = |dt, b, d, l, w, act, dev| {
@@ -1357,6 +1357,8 @@ fn fast_memory_kernel_choice() {
         (DType::F32, 4, 5376, 4096, 8, Act::Silu, true),
         (DType::F32, 4, 5376, 4096, 4, Act::None, true),
         (DType::F32, 4, 5376, 4096, 1, Act::Silu, false),
+        (DType::F32, 4, 5376, 4096, 2, Act::Silu, false),
+        (DType::F32, 4, 5376, 4096, 3, Act::Silu, true),
         (DType::F32, 8, 2048, 1024, 4, Act::Silu, true),  // 2^24 elements
         (DType::F32, 2, 2048, 2048, 4, Act::Silu, false), // 2^23
         (DType::BF16, 4, 5376, 4096, 4, Act::Silu, true),

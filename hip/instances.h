@@ -227,7 +227,7 @@
 #define CCV_LB_bwd_cfw2_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfw2, 4)
 #endif
 // bwd_cfwl: spans of CCV_CFWL_ITEMS vectors a lane hold more registers: f32 at 6 blocks (80
-// registers; no spills up to W = 5, 28-68 bytes at 6-8), 16-bit at 5 (96; none up to W = 3, 24-88
+// registers; no spills up to W = 5, 28-68 bytes at 6-8), 16-bit at 5 (96; none up to W = 3, 20-88
 // bytes at 4-5). H200 (docs/perf.md session 45; SiLU, us, 4 blocks / 5): bf16 4x5376x4096 W = 3
 // 140.2 / 131.0, W = 4 145.9 / 143.3, W = 5 161.3 / 155.5; f32 at 7 blocks (72 registers) lost
 // (4x5376x4096 W = 4 265.6 at 6, 298.8 at 7).
@@ -240,6 +240,8 @@
 #ifndef CCV_LB_bwd_cfwl_bf16
 #define CCV_LB_bwd_cfwl_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_bwd_cfwl, 5)
 #endif
+// its 16-byte vectors a lane a span (kernels.rs CFWL_ITEMS mirrors it) and the least width that
+// takes silu_grad_fma at 16-bit (as bwd_cfw7: W = 4 too)
 #ifndef CCV_CFWL_ITEMS
 #define CCV_CFWL_ITEMS 4
 #endif

@@ -312,14 +312,13 @@ const CFW7_BLOCKS_PER_SM: i64 = 7;
 /// runs these rows instead. `CCV1D_CFW7=0 / 1`: never / wherever it can run.
 fn bwd_cfw_rows(p: &BwdPlan, g: &MainGeom, dev: &DeviceInfo) -> (i64, bool) {
     let inp = &p.inp;
-    if bwd_cfwl(p, dev) {
+    let per_step = NT as i64 / dev.warp_size.max(1) as i64;
+    if bwd_cfwl(p, dev) {  // its own spans and resident blocks, no 7-block variant
         let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev, CFWL_ITEMS);
-        let per_step = NT as i64 / dev.warp_size.max(1) as i64;
         let slots = dev.multiprocessors.max(1) as i64 * cfwl_blocks_per_sm(inp.x.dtype);
         return (cf_row_group(inp.batch, inp.dim, g, spans, per_step, slots, cf_max_steps(), true), false);
     }
     let spans = chunk_spans(g, inp.seqlen, inp.x.dtype, dev, CF_ITEMS);
-    let per_step = NT as i64 / dev.warp_size.max(1) as i64;
     // (rows a block, blocks, idle fraction of the last wave, slots) at `per_sm` blocks a
     // multiprocessor
     let grid = |per_sm: i64| {
@@ -378,7 +377,7 @@ fn bwd_cfwl(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     }
     let elems = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen);
     match knob(Knob::Cfwl) {
-        Some(v) => v == 1,
+        Some(v) => v >= 1,
         None if !fast_memory(dev) => false,  // (NVIDIA only)
         None if dt == DType::F32 => inp.width >= 3 && elems >= 1 << 24,
         None => inp.act == Act::Silu && inp.width <= 5 && elems >= 1 << 26 && inp.seqlen <= 4096,

@@ -211,38 +211,47 @@ CCV_DEV void load_weight_bits(const ccv_params& P, int64_t d0, int n, WeightBits
     wb.u[c][W] = on && has_bias ? ld_bits_dt(P.bias, (d0 + c) * P.bias_s, P.b_dtype) : 0u;
   }
 }
-// load_weight_bits for 4 channels (d0 a multiple of 4) whose weights are whole contiguous rows
-// and bias contiguous (CCV_F_W_ROWS, checked on the host): W vector loads and one for the bias
-// instead of 4W + 4 scalar ones. Any other layout takes load_weight_bits.
-template <int W>
-CCV_DEV void load_weight_bits4(const ccv_params& P, int64_t d0, WeightBits<W, 4>& wb) {
+// load_weight_bits for C = 4 or 2 channels (d0 a multiple of C) whose weights are whole
+// contiguous rows and bias contiguous (CCV_F_W_ROWS, checked on the host): W vector loads and one
+// for the bias instead of C W + C scalar ones. Any other layout takes load_weight_bits.
+template <int W, int C>
+CCV_DEV void load_weight_bits_rows(const ccv_params& P, int64_t d0, WeightBits<W, C>& wb) {
+  static_assert(C == 4 || C == 2, "vector weight loads of 4 or 2 elements");
   const bool f32w = P.w_dtype == CCV_DT_F32, f32b = P.b_dtype == CCV_DT_F32;
   const bool has_bias = P.flags & CCV_F_BIAS;
   const uintptr_t wa = (uintptr_t)P.weight, ba = (uintptr_t)P.bias;
   if (!(P.flags & CCV_F_W_ROWS)) {
-    load_weight_bits<W, 4>(P, d0, 4, wb);
+    load_weight_bits<W, C>(P, d0, C, wb);
     return;
   }
   wb.has_bias = has_bias;
-  uint32_t e[4 * W + 4];  // the 4 rows' taps in order, then the 4 biases
-  auto ld4 = [&](uintptr_t a, bool f32, uint32_t* o) {  // 4 elements at a
+  uint32_t e[C * W + C];  // the C rows' taps in order, then the C biases
+  auto ldc = [&](uintptr_t a, bool f32, uint32_t* o) {  // C elements at a
     if (f32) {
-      const ccv_vec16 v = ccv_ld16((const void*)a);
-      o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
-    } else {
+      if constexpr (C == 4) {
+        const ccv_vec16 v = ccv_ld16((const void*)a);
+        o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
+      } else {
+        const uint2 v = ccv_ld8((const void*)a);
+        o[0] = v.x, o[1] = v.y;
+      }
+    } else if constexpr (C == 4) {
       const uint2 v = ccv_ld8((const void*)a);
       o[0] = v.x & 0xffffu, o[1] = v.x >> 16, o[2] = v.y & 0xffffu, o[3] = v.y >> 16;
+    } else {
+      const uint32_t v = *(const uint32_t*)a;
+      o[0] = v & 0xffffu, o[1] = v >> 16;
     }
   };
   const uintptr_t w0 = wa + (uintptr_t)(d0 * W) * (f32w ? 4 : 2);
 #pragma unroll
-  for (int j = 0; j < W; ++j) ld4(w0 + (uintptr_t)j * (f32w ? 16 : 8), f32w, e + 4 * j);
-  if (has_bias) ld4(ba + (uintptr_t)d0 * (f32b ? 4 : 2), f32b, e + 4 * W);
+  for (int j = 0; j < W; ++j) ldc(w0 + (uintptr_t)j * C * (f32w ? 4 : 2), f32w, e + C * j);
+  if (has_bias) ldc(ba + (uintptr_t)d0 * (f32b ? 4 : 2), f32b, e + C * W);
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
+  for (int c = 0; c < C; ++c) {
 #pragma unroll
     for (int k = 0; k < W; ++k) wb.u[c][k] = e[c * W + k];
-    wb.u[c][W] = has_bias ? e[4 * W + c] : 0u;
+    wb.u[c][W] = has_bias ? e[C * W + c] : 0u;
   }
 }
 // load_weight_bits for one channel with one uniform branch per dtype around its loads and the

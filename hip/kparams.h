@@ -29,6 +29,7 @@
 #define CCV_F_CLW_HALO (1 << 16)       // bwd_clw, fwd_clw: each group copies the tokens it shares with the next group at its start
 #define CCV_F_W_ROWS (1 << 17)         // stepv: weight [D, W] with tap stride 1, bias (if any) stride 1, both aligned to 4 elements
 #define CCV_F_PE_TOKENS (1 << 18)      // fwd_pe, bwd_pe: consecutive threads take consecutive tokens (channel-first x), not channels
+#define CCV_F_STEP_RUN (1 << 19)       // stepv: channel-major slots, a thread's channels' state rows as whole 16-byte vectors (aligned)
 
 struct ccv_params {
   // ---- data pointers (device addresses; NULL when absent) -------------------------- offset 0

@@ -260,8 +260,8 @@ CCV_DEV void step_body(const ccv_params& P) {
 
 // ---------------------------------------------------------------- stepv (the decode step in registers)
 // The common decode step — one token, no cache_seqlens, state_len = W-1 or W, slots contiguous
-// (channel-major or position-major), 4 channels per thread on the vector path everywhere (dim % 4
-// == 0; kernels.rs checks every alignment) — without shared memory: thread = (4 channels, the
+// (channel-major or position-major), C channels per thread on the vector path everywhere (dim % 4
+// == 0; kernels.rs checks every alignment) — without shared memory: thread = (C channels, the
 // `chunk` batch rows of its block). It loads its weights once, then takes its rows two at a time:
 // both rows' state_len state vectors and x are loaded before anything is stored; the shift is a
 // register permutation known at compile time. No barrier (the staged `step` kernel has two).
@@ -270,15 +270,23 @@ CCV_DEV void step_body(const ccv_params& P) {
 // docs/perf.md session 15): the grid is 2-D (no division), a row without conv_state_indices
 // takes its slot without checks (validate.rs: num_slots >= batch there), and the weights come in
 // vector loads and convert under one dtype branch.
-template <typename T, int W, int SL, bool PM>
+// C = 4, except channel-major slots whose C state_len-long channel rows make one 16-byte vector
+// (RUN, CCV_F_STEP_RUN: 16-bit state_len 4 takes C = 2): a thread's state is then one 16-byte
+// load and store at a 16-byte lane stride, where 4 channels' 4 positions were 4 8-byte accesses
+// at a 32-byte stride, each store a partial sector in L2 (H200 ncu, B = 256, D = 5376, bf16
+// state_len 4: 1.46 M store sectors for 0.43 M written; docs/perf.md session 46).
+template <typename T, int W, int SL, bool PM, int C, bool RUN>
 CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0) {
   constexpr bool pm = PM;  // compile-time: register arrays are indexed by it
-  constexpr int K = W - 1, C = 4, RR = 2;  // 8 channels per 16-bit thread: 146 registers, slower
+  constexpr int K = W - 1, RR = 2;  // 8 channels per 16-bit thread: 146 registers, slower
+  constexpr int EV = 16 / (int)sizeof(T), NV = RUN ? C * SL / EV : 1;  // a RUN's 16-byte vectors
+  static_assert(!RUN || (!PM && NV * EV == C * SL), "a run is channel-major whole vectors");
   typedef QN<T, C> Q;
   const bool silu = P.flags & CCV_F_SILU, indexed = P.flags & CCV_F_STATE_IDX;
-  // vector q of a row: position-major = position q of the 4 channels; channel-major = elements
-  // [4q, 4q+4) of the channels' concatenated SL-long rows
+  // vector q of a row: position-major = position q of the C channels; channel-major = elements
+  // [Cq, Cq+C) of the channels' concatenated SL-long rows (RUN: rv, 16-byte vectors of them)
   typename Q::raw raw[RR][SL], xr[RR];
+  ccv_vec16 rv[RR][NV];
   int64_t o[RR];
   auto load_rows = [&](int64_t bb) {
 #pragma unroll
@@ -287,8 +295,13 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
       o[j] = bb + j >= b1 ? -1 : indexed ? update_slot_off(P, bb + j) : (bb + j) * P.cs_s[0];
       if (o[j] < 0) continue;
       const T* cs = (const T*)P.conv_state + o[j] + (pm ? d0 : d0 * SL);
+      if constexpr (RUN) {
 #pragma unroll
-      for (int q = 0; q < SL; ++q) raw[j][q] = Q::ld(cs + (pm ? q * P.cs_s[2] : q * C));
+        for (int v = 0; v < NV; ++v) rv[j][v] = ccv_ld16(cs + v * EV);
+      } else {
+#pragma unroll
+        for (int q = 0; q < SL; ++q) raw[j][q] = Q::ld(cs + (pm ? q * P.cs_s[2] : q * C));
+      }
       xr[j] = Q::ld((const T*)P.x + (bb + j) * P.x_s[0] + d0);
     }
   };
@@ -298,7 +311,7 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
   {
     load_rows(b0);
     WeightBits<W, C> wb;
-    load_weight_bits4<W>(P, d0, wb);
+    load_weight_bits_rows<W, C>(P, d0, wb);
     weights_from_bits_u<W, C>(P, wb, w, bias);
   }
   for (int64_t bb = b0; bb < b1; bb += RR) {
@@ -316,12 +329,17 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
       }
       float st[SL * C], xv[C];  // st[c * SL + p] = position p of channel c
       Q::unpack(xr[j], xv);
+      if constexpr (RUN) {
 #pragma unroll
-      for (int q = 0; q < SL; ++q) {
-        float f[C];
-        Q::unpack(raw[j][q], f);
+        for (int v = 0; v < NV; ++v) Tr<T>::unpack(rv[j][v], st + v * EV);
+      } else {
 #pragma unroll
-        for (int e = 0; e < C; ++e) st[pm ? e * SL + q : q * C + e] = f[e];
+        for (int q = 0; q < SL; ++q) {
+          float f[C];
+          Q::unpack(raw[j][q], f);
+#pragma unroll
+          for (int e = 0; e < C; ++e) st[pm ? e * SL + q : q * C + e] = f[e];
+        }
       }
       float out[C];
 #pragma unroll
@@ -333,35 +351,62 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
       }
       Q::st(outp, Q::pack(out));
       T* cs = (T*)P.conv_state + o[j] + (pm ? d0 : d0 * SL);
+      if constexpr (RUN) {
+        float nx[SL * C];  // shifted by one token: position p takes p + 1, the last x
 #pragma unroll
-      for (int q = 0; q < SL; ++q) {  // shifted by one token: position p takes p + 1, the last x
-        float f[C];
+        for (int i = 0; i < SL * C; ++i) nx[i] = i % SL + 1 < SL ? st[i + 1] : xv[i / SL];
 #pragma unroll
-        for (int e = 0; e < C; ++e) {
-          const int i = pm ? e * SL + q : q * C + e, c = i / SL, p = i % SL;
-          f[e] = p + 1 < SL ? st[c * SL + p + 1] : xv[c];
+        for (int v = 0; v < NV; ++v) ccv_st16(cs + v * EV, Tr<T>::pack(nx + v * EV));
+      } else {
+#pragma unroll
+        for (int q = 0; q < SL; ++q) {  // shifted by one token: position p takes p + 1, the last x
+          float f[C];
+#pragma unroll
+          for (int e = 0; e < C; ++e) {
+            const int i = pm ? e * SL + q : q * C + e, c = i / SL, p = i % SL;
+            f[e] = p + 1 < SL ? st[c * SL + p + 1] : xv[c];
+          }
+          Q::st(cs + (pm ? q * P.cs_s[2] : q * C), Q::pack(f));
         }
-        Q::st(cs + (pm ? q * P.cs_s[2] : q * C), Q::pack(f));
       }
     }
   }
 }
 
+// A thread's channels: C = 4, or on a RUN the channels whose SL-long rows fill 16 bytes (2 or 4;
+// 0: no RUN for this SL)
+template <typename T, int SL>
+struct StepvRun {
+  static constexpr int row = SL * (int)sizeof(T);
+  static constexpr int channels = 16 % row == 0 && 16 / row >= 2 && 16 / row <= 4 ? 16 / row : 0;
+};
+
+template <typename T, int W, int SL, bool PM, int C, bool RUN>
+CCV_DEV void stepv_tile(const ccv_params& P) {
+  // grid = (channel tiles, row blocks), exactly (kernels.rs)
+  const int64_t d0 = ((int64_t)blockIdx.x * CCV_NT_stepv + threadIdx.x) * C;
+  const int64_t b0 = (int64_t)blockIdx.y * P.chunk, b1 = min(P.batch, b0 + P.chunk);
+  if (d0 < P.dim) stepv_rows<T, W, SL, PM, C, RUN>(P, b0, b1, d0);
+}
+
+template <typename T, int W, int SL>
+CCV_DEV void stepv_sl(const ccv_params& P) {
+  constexpr int CR = StepvRun<T, SL>::channels;
+  if (P.flags & CCV_F_STEP_PM) {
+    stepv_tile<T, W, SL, true, 4, false>(P);
+  } else if constexpr (CR != 0) {
+    if (P.flags & CCV_F_STEP_RUN) stepv_tile<T, W, SL, false, CR, true>(P);
+    else stepv_tile<T, W, SL, false, 4, false>(P);
+  } else {
+    stepv_tile<T, W, SL, false, 4, false>(P);
+  }
+}
+
 template <typename T, int W>
 CCV_DEV void stepv_body(const ccv_params& P) {
-  // grid = (channel tiles, row blocks), exactly (kernels.rs)
-  const int64_t d0 = ((int64_t)blockIdx.x * CCV_NT_stepv + threadIdx.x) * 4;
-  const int64_t b0 = (int64_t)blockIdx.y * P.chunk, b1 = min(P.batch, b0 + P.chunk);
-  if (d0 >= P.dim || W < 2) return;
-  constexpr int SK = W > 1 ? W - 1 : 1;
-  const bool pm = P.flags & CCV_F_STEP_PM;
-  if (P.state_len == W - 1) {
-    if (pm) stepv_rows<T, W, SK, true>(P, b0, b1, d0);
-    else stepv_rows<T, W, SK, false>(P, b0, b1, d0);
-  } else if (pm) {
-    stepv_rows<T, W, W, true>(P, b0, b1, d0);
-  } else {
-    stepv_rows<T, W, W, false>(P, b0, b1, d0);
+  if constexpr (W >= 2) {
+    if (P.state_len == W - 1) stepv_sl<T, W, W - 1>(P);
+    else stepv_sl<T, W, W>(P);
   }
 }
 

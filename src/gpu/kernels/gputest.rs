@@ -1688,7 +1688,8 @@ fn gpu_update() {
 }
 
 /// The register decode step (`ccv1d_stepv_*`, 16-bit x, one token, state_len W-1 or W): every
-/// case must run on it. Slots channel- and position-major with padded slot strides, a partial
+/// case must run on it. Slots channel- and position-major with padded slot strides (channel-major
+/// by 4 or 8 elements: state_len 2 and 4 with and without the 16-byte RUN), a partial
 /// last channel tile (D = 1000: 250 of a block's 128 x 4 channels in the second tile), an odd
 /// batch, blocks of 1 and of 3 rows (a row pair, then a lone row), conv_state_indices with
 /// padding rows, in place, weights on the vector path (bf16, f32) and off it (a padded or
@@ -1710,7 +1711,10 @@ fn gpu_update_stepv() {
                         let mut c = UpdCase::basic(dt, b, d, 1, w, sl, false, n % 3 == 0, n % 5 == 0, n % 2 == 0, n);
                         c.x_s = [(d + 4) as i64, 1, 1];
                         c.out_s = [(d + 8) as i64, 1, 1];
-                        c.cs_s = if pm { [((d + 4) * sl) as i64, 1, (d + 4) as i64] } else { [(d * sl + 4) as i64, sl as i64, 1] };
+                        // channel-major slot strides of 16-byte multiples take the RUN at state_len 2
+                        // and 4 (each dtype has W = 4 and 5 at state_len 4 one with it, one without)
+                        let pad = if (n / 2 + (dt == DType::BF16) as u64) % 2 == 0 { 8 } else { 4 };
+                        c.cs_s = if pm { [((d + 4) * sl) as i64, 1, (d + 4) as i64] } else { [(d * sl + pad) as i64, sl as i64, 1] };
                         (c.w_dt, c.w_s) = match n % 4 {
                             0 => (DType::BF16, [w as i64, 1]),
                             1 => (DType::F32, [w as i64, 1]),

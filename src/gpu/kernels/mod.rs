@@ -79,6 +79,7 @@ pub const F_STEP_PM: i32 = 1 << 15;
 pub const F_CLW_HALO: i32 = 1 << 16;
 pub const F_W_ROWS: i32 = 1 << 17;
 pub const F_PE_TOKENS: i32 = 1 << 18;
+pub const F_STEP_RUN: i32 = 1 << 19;
 
 /// The kernels' single argument. Field for field `struct ccv_params` of `hip/kparams.h`
 /// (592 bytes; both sides assert the size and a few offsets).

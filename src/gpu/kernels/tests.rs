@@ -81,6 +81,7 @@ fn flags_and_shapes_match_headers() {
         ("CCV_F_CLW_HALO", F_CLW_HALO),
         ("CCV_F_W_ROWS", F_W_ROWS),
         ("CCV_F_PE_TOKENS", F_PE_TOKENS),
+        ("CCV_F_STEP_RUN", F_STEP_RUN),
 
         ("CCV_DT_F32", DT_F32), ("CCV_DT_F16", DT_F16), ("CCV_DT_BF16", DT_BF16),
     ];
@@ -1243,7 +1244,26 @@ fn update_launch() {
     assert_eq!(update_launches(&tall, &h100()).unwrap()[0].kernel, "ccv1d_step_f16_w4");
     let reg_pm = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 4, 1, 5376]), state_len: 4, ..reg };
     let lp = &update_launches(&reg_pm, &h100()).unwrap()[0];
-    assert_eq!((lp.kernel.as_str(), params_of(lp).flags & F_STEP_PM), ("ccv1d_stepv_f16_w4", F_STEP_PM));
+    let kp = params_of(lp);
+    assert_eq!((lp.kernel.as_str(), kp.flags & (F_STEP_PM | F_STEP_RUN), kp.n_ctiles), ("ccv1d_stepv_f16_w4", F_STEP_PM, 11));
+    // channel-major state_len 4: a thread's 2 channels' rows are one 16-byte vector (the RUN),
+    // 21 tiles of 128 x 2 channels, 2 rows a block; a slot stride of 8-byte multiples: 4 channels
+    // in 8-byte pieces; state_len 3 (above) has no RUN
+    let reg4 = UpdatePlan { conv_state: view(0x3000, DType::BF16, [5376 * 4, 4, 1]), state_len: 4, ..reg };
+    let l4 = &update_launches(&reg4, &h100()).unwrap()[0];
+    check_grid(l4);
+    let k4 = params_of(l4);
+    assert_eq!((l4.kernel.as_str(), k4.flags & (F_STEP_PM | F_STEP_RUN), k4.n_ctiles, k4.chunk), ("ccv1d_stepv_f16_w4", F_STEP_RUN, 21, 3));
+    assert_eq!(l4.grid, [21, 86, 1]);
+    assert_eq!(kr.flags & F_STEP_RUN, 0);
+    for cs in [view(0x3008, DType::BF16, [5376 * 4, 4, 1]), view(0x3000, DType::BF16, [5376 * 4 + 4, 4, 1])] {
+        let k = params_of(&update_launches(&UpdatePlan { conv_state: cs, ..reg4 }, &h100()).unwrap()[0]);
+        assert_eq!((k.flags & F_STEP_RUN, k.n_ctiles), (0, 11));
+    }
+    // state_len 2 (W = 2 at state_len W): 4 channels, their rows one vector
+    let reg2 = UpdatePlan { conv_state: view(0x3000, DType::F16, [5376 * 2, 2, 1]), state_len: 2, width: 2, ..reg };
+    let k2 = params_of(&update_launches(&reg2, &h100()).unwrap()[0]);
+    assert_eq!((k2.flags & F_STEP_RUN, k2.n_ctiles), (F_STEP_RUN, 11));
     let f32v = view(0x1000, DType::F32, [5376, 1, 1]);
     let reg32 = UpdatePlan { x: f32v, out: f32v, conv_state: view(0x3000, DType::F32, [5376 * 3, 3, 1]), ..reg };
     assert_eq!(update_launches(&reg32, &h100()).unwrap()[0].kernel, "ccv1d_step_f32_w4", "f32: the staged step");

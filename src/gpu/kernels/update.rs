@@ -41,13 +41,16 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     // D = 5376, bf16: 12.0 µs against the staged step's 16.8; for f32 the staged step was faster,
     // 21.9 against 24.4 µs, and at B = 1 both lose to `update`: 2.9-3.2 against 2.3-2.6 µs).
     let big_grid = p.batch.saturating_mul(k.n_ctiles) > wave / 2;
-    let family = if let Some(pm) = stepv_fits(p).filter(|_| big_grid && p.x.dtype != DType::F32) {
-        // The decode step in registers: thread = (4 channels, `chunk` batch rows), weights loaded
-        // once per thread; rows enough to bring the grid back to about one wave of blocks.
-        k.n_ctiles = ceil_div(p.dim / 4, NT as i64);
+    let family = if let Some(sv) = stepv_fits(p).filter(|_| big_grid && p.x.dtype != DType::F32) {
+        // The decode step in registers: thread = (`sv.channels`, `chunk` batch rows), weights
+        // loaded once per thread; rows enough to bring the grid back to about one wave of blocks.
+        k.n_ctiles = ceil_div(p.dim / sv.channels, NT as i64);
         k.chunk = knob(Knob::StepRows).unwrap_or_else(|| ceil_div(p.batch.saturating_mul(k.n_ctiles), wave)).clamp(1, UPD_ROWS);
-        if pm {
+        if sv.position_major {
             k.flags |= F_STEP_PM;
+        }
+        if sv.run {
+            k.flags |= F_STEP_RUN;
         }
         // Weights as whole contiguous rows and a contiguous bias: each thread's 4 channels in
         // vector loads (the checks here, not in each thread before its loads go out).
@@ -129,25 +132,45 @@ fn one_token_slots(p: &UpdatePlan) -> Option<bool> {
     ok.then_some(position_major)
 }
 
-/// Whether the register decode step (`ccv1d_stepv_*`) takes the call, and with position-major
-/// slots: a one-token update with contiguous slots, width >= 2, state_len W-1 or W (its shift is
-/// unrolled for those two), dim a multiple of 4 and every access of 4 channels aligned (8 bytes
-/// for 16-bit types, 16 for f32): conv_state, x and out with unit channel stride.
-fn stepv_fits(p: &UpdatePlan) -> Option<bool> {
+/// How `ccv1d_stepv_*` takes a call: slots position-major or channel-major, the channels a thread
+/// takes, and whether a thread's channel-major state is whole 16-byte vectors (`F_STEP_RUN`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StepV {
+    position_major: bool,
+    channels: i64,
+    run: bool,
+}
+
+/// Channels a thread takes where its channel-major state rows make one 16-byte vector (`stepv`'s
+/// RUN, hip/misc.hip `stepv_run_channels`): 2 or 4, or None.
+fn stepv_run_channels(es: i64, state_len: i64) -> Option<i64> {
+    let row = state_len.checked_mul(es)?;
+    (row > 0 && 16 % row == 0).then_some(16 / row).filter(|c| (2..=4).contains(c))
+}
+
+/// Whether the register decode step (`ccv1d_stepv_*`) takes the call, and how: a one-token update
+/// with contiguous slots, width >= 2, state_len W-1 or W (its shift is unrolled for those two),
+/// dim a multiple of 4 and every access of 4 channels aligned (8 bytes for 16-bit types, 16 for
+/// f32): conv_state, x and out with unit channel stride. Channel-major slots whose rows fill
+/// 16-byte vectors (16-bit state_len 2 or 4) take the RUN where conv_state and its slot stride
+/// are 16-byte aligned.
+fn stepv_fits(p: &UpdatePlan) -> Option<StepV> {
     let pm = one_token_slots(p)?;
     let w = p.width;
     if w < 2 || !(p.state_len == w - 1 || p.state_len == w) || p.dim % 4 != 0 {
         return None;
     }
+    let es = p.x.dtype.size() as i64;
+    let aligned_to = |a: i64, v: &View, extra: &[i64]| v.addr as i64 % a == 0 && extra.iter().all(|s| s.wrapping_mul(es) % a == 0);
+    let cs = &p.conv_state;
+    let run_c = stepv_run_channels(es, p.state_len).filter(|_| !pm && aligned_to(16, cs, &[cs.stride[0]]));
+    let channels = run_c.unwrap_or(4);
     // its 2-D grid: channel tiles along x, row blocks (of at least one row) along y
-    if p.batch > MAX_GRID_Y || ceil_div(p.dim / 4, NT as i64) > MAX_GRID_X {
+    if p.batch > MAX_GRID_Y || ceil_div(p.dim / channels, NT as i64) > MAX_GRID_X {
         return None;
     }
-    let es = p.x.dtype.size() as i64;
     let a = 4 * es;
-    let aligned = |v: &View, extra: &[i64]| v.addr as i64 % a == 0 && extra.iter().all(|s| s.wrapping_mul(es) % a == 0);
-    let cs = &p.conv_state;
-    let state_ok = aligned(cs, &[cs.stride[0], if pm { cs.stride[2] } else { 0 }]);
-    let rows_ok = |v: &View| v.stride[1] == 1 && aligned(v, &[if p.batch > 1 { v.stride[0] } else { 0 }]);
-    (state_ok && rows_ok(&p.x) && rows_ok(&p.out)).then_some(pm)
+    let state_ok = aligned_to(a, cs, &[cs.stride[0], if pm { cs.stride[2] } else { 0 }]);
+    let rows_ok = |v: &View| v.stride[1] == 1 && aligned_to(a, v, &[if p.batch > 1 { v.stride[0] } else { 0 }]);
+    (state_ok && rows_ok(&p.x) && rows_ok(&p.out)).then_some(StepV { position_major: pm, channels, run: run_c.is_some() })
 }

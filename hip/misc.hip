@@ -278,7 +278,9 @@ CCV_DEV void step_body(const ccv_params& P) {
 template <typename T, int W, int SL, bool PM, int C, bool RUN>
 CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0) {
   constexpr bool pm = PM;  // compile-time: register arrays are indexed by it
-  constexpr int K = W - 1, RR = 2;  // 8 channels per 16-bit thread: 146 registers, slower
+  // rows a pass: 8 channel-rows of loads in flight a thread (8 channels per 16-bit thread, 2 rows:
+  // 146 registers, slower; the RUN's 2 channels in 2-row passes: a second round trip, slower)
+  constexpr int K = W - 1, RR = 8 / C;
   constexpr int EV = 16 / (int)sizeof(T), NV = RUN ? C * SL / EV : 1;  // a RUN's 16-byte vectors
   static_assert(!RUN || (!PM && NV * EV == C * SL), "a run is channel-major whole vectors");
   typedef QN<T, C> Q;

@@ -1705,7 +1705,8 @@ fn gpu_update_stepv() {
                     for pm in [false, true] {
                         n += 1;
                         // on the H100 (a wave of 132 x 16 blocks; 2 channel tiles): 1 row per block
-                        // below 1056 rows, 3 at 2401 (800 blocks of 3, then one of 1)
+                        // below 1056 rows, 3 at 2401 (800 blocks of 3, then one of 1); the RUN's
+                        // 2-channel threads twice that: 2, and 6 (a pass of 4 rows, then 2)
                         let b = if n % 4 == 0 { 2401 } else { 203 + 2 * (n as usize % 3) };
                         let d = 1000;
                         let mut c = UpdCase::basic(dt, b, d, 1, w, sl, false, n % 3 == 0, n % 5 == 0, n % 2 == 0, n);

@@ -1247,14 +1247,14 @@ fn update_launch() {
     let kp = params_of(lp);
     assert_eq!((lp.kernel.as_str(), kp.flags & (F_STEP_PM | F_STEP_RUN), kp.n_ctiles), ("ccv1d_stepv_f16_w4", F_STEP_PM, 11));
     // channel-major state_len 4: a thread's 2 channels' rows are one 16-byte vector (the RUN),
-    // 21 tiles of 128 x 2 channels, 2 rows a block; a slot stride of 8-byte multiples: 4 channels
-    // in 8-byte pieces; state_len 3 (above) has no RUN
+    // 21 tiles of 128 x 2 channels, twice the 4-channel thread's 2 rows a block; a slot stride of
+    // 8-byte multiples: 4 channels in 8-byte pieces; state_len 3 (above) has no RUN
     let reg4 = UpdatePlan { conv_state: view(0x3000, DType::BF16, [5376 * 4, 4, 1]), state_len: 4, ..reg };
     let l4 = &update_launches(&reg4, &h100()).unwrap()[0];
     check_grid(l4);
     let k4 = params_of(l4);
-    assert_eq!((l4.kernel.as_str(), k4.flags & (F_STEP_PM | F_STEP_RUN), k4.n_ctiles, k4.chunk), ("ccv1d_stepv_f16_w4", F_STEP_RUN, 21, 3));
-    assert_eq!(l4.grid, [21, 86, 1]);
+    assert_eq!((l4.kernel.as_str(), k4.flags & (F_STEP_PM | F_STEP_RUN), k4.n_ctiles, k4.chunk), ("ccv1d_stepv_f16_w4", F_STEP_RUN, 21, 4));
+    assert_eq!(l4.grid, [21, 64, 1]);
     assert_eq!(kr.flags & F_STEP_RUN, 0);
     for cs in [view(0x3008, DType::BF16, [5376 * 4, 4, 1]), view(0x3000, DType::BF16, [5376 * 4 + 4, 4, 1])] {
         let k = params_of(&update_launches(&UpdatePlan { conv_state: cs, ..reg4 }, &h100()).unwrap()[0]);

@@ -43,9 +43,13 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     let big_grid = p.batch.saturating_mul(k.n_ctiles) > wave / 2;
     let family = if let Some(sv) = stepv_fits(p).filter(|_| big_grid && p.x.dtype != DType::F32) {
         // The decode step in registers: thread = (`sv.channels`, `chunk` batch rows), weights
-        // loaded once per thread; rows enough to bring the grid back to about one wave of blocks.
+        // loaded once per thread; rows enough to bring a grid of 4-channel threads back to about
+        // one wave of blocks, and a thread of fewer channels as many more rows (the same blocks:
+        // B = 64 and 256 took 0.3-0.8 µs longer on twice the blocks, H200, docs/perf.md session 46).
+        let tiles4 = ceil_div(p.dim / 4, NT as i64);
         k.n_ctiles = ceil_div(p.dim / sv.channels, NT as i64);
-        k.chunk = knob(Knob::StepRows).unwrap_or_else(|| ceil_div(p.batch.saturating_mul(k.n_ctiles), wave)).clamp(1, UPD_ROWS);
+        let rows = ceil_div(p.batch.saturating_mul(tiles4), wave) * (4 / sv.channels);
+        k.chunk = knob(Knob::StepRows).unwrap_or(rows).clamp(1, UPD_ROWS);
         if sv.position_major {
             k.flags |= F_STEP_PM;
         }
@@ -163,7 +167,7 @@ fn stepv_fits(p: &UpdatePlan) -> Option<StepV> {
     let es = p.x.dtype.size() as i64;
     let aligned_to = |a: i64, v: &View, extra: &[i64]| v.addr as i64 % a == 0 && extra.iter().all(|s| s.wrapping_mul(es) % a == 0);
     let cs = &p.conv_state;
-    let run_c = stepv_run_channels(es, p.state_len).filter(|_| !pm && aligned_to(16, cs, &[cs.stride[0]]));
+    let run_c = stepv_run_channels(es, p.state_len).filter(|_| !pm && aligned_to(16, cs, &[cs.stride[0]]) && knob(Knob::StepRun) != Some(0));
     let channels = run_c.unwrap_or(4);
     // its 2-D grid: channel tiles along x, row blocks (of at least one row) along y
     if p.batch > MAX_GRID_Y || ceil_div(p.dim / channels, NT as i64) > MAX_GRID_X {

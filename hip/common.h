@@ -68,9 +68,17 @@ template <typename T> CCV_DEV void stv(void* base, int64_t off, const float* f) 
   ccv_st16((T*)base + off, Tr<T>::pack(f));
 }
 
-// N = 4 or 2 consecutive elements (channel-last streaming kernels: N channels per thread): one
+// N = 4, 2 or 1 consecutive elements (channel-last streaming kernels: N channels per thread): one
 // access of 4*N (f32) or 2*N (16-bit) bytes, raw bits in registers until used.
 template <typename T, int N> struct QN;
+template <typename T> struct QN<T, 1> {  // any type: one element
+  typedef T raw;
+  static CCV_DEV raw ld(const T* p) { return *p; }
+  static CCV_DEV void st(T* p, raw r) { *p = r; }
+  static CCV_DEV void unpack(raw r, float* f) { f[0] = Tr<T>::to_f(r); }
+  static CCV_DEV raw pack(const float* f) { return Tr<T>::from_f(f[0]); }
+  static CCV_DEV raw zero() { return Tr<T>::from_f(0.f); }
+};
 template <typename T> struct QN<T, 4> {  // 16-bit types
   typedef uint2 raw;
   static CCV_DEV raw ld(const T* p) { return ccv_ld8(p); }
@@ -211,12 +219,12 @@ CCV_DEV void load_weight_bits(const ccv_params& P, int64_t d0, int n, WeightBits
     wb.u[c][W] = on && has_bias ? ld_bits_dt(P.bias, (d0 + c) * P.bias_s, P.b_dtype) : 0u;
   }
 }
-// load_weight_bits for C = 4 or 2 channels (d0 a multiple of C) whose weights are whole
+// load_weight_bits for C = 4, 2 or 1 channels (d0 a multiple of C) whose weights are whole
 // contiguous rows and bias contiguous (CCV_F_W_ROWS, checked on the host): W vector loads and one
 // for the bias instead of C W + C scalar ones. Any other layout takes load_weight_bits.
 template <int W, int C>
 CCV_DEV void load_weight_bits_rows(const ccv_params& P, int64_t d0, WeightBits<W, C>& wb) {
-  static_assert(C == 4 || C == 2, "vector weight loads of 4 or 2 elements");
+  static_assert(C == 4 || C == 2 || C == 1, "vector weight loads of 4, 2 or 1 elements");
   const bool f32w = P.w_dtype == CCV_DT_F32, f32b = P.b_dtype == CCV_DT_F32;
   const bool has_bias = P.flags & CCV_F_BIAS;
   const uintptr_t wa = (uintptr_t)P.weight, ba = (uintptr_t)P.bias;
@@ -227,7 +235,9 @@ CCV_DEV void load_weight_bits_rows(const ccv_params& P, int64_t d0, WeightBits<W
   wb.has_bias = has_bias;
   uint32_t e[C * W + C];  // the C rows' taps in order, then the C biases
   auto ldc = [&](uintptr_t a, bool f32, uint32_t* o) {  // C elements at a
-    if (f32) {
+    if constexpr (C == 1) {
+      o[0] = f32 ? *(const uint32_t*)a : (uint32_t)*(const uint16_t*)a;
+    } else if (f32) {
       if constexpr (C == 4) {
         const ccv_vec16 v = ccv_ld16((const void*)a);
         o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;

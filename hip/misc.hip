@@ -271,16 +271,17 @@ CCV_DEV void step_body(const ccv_params& P) {
 // takes its slot without checks (validate.rs: num_slots >= batch there), and the weights come in
 // vector loads and convert under one dtype branch.
 // C = 4, except channel-major slots whose C state_len-long channel rows make one 16-byte vector
-// (RUN, CCV_F_STEP_RUN: 16-bit state_len 4 takes C = 2): a thread's state is then one 16-byte
-// load and store at a 16-byte lane stride, where 4 channels' 4 positions were 4 8-byte accesses
-// at a 32-byte stride, each store a partial sector in L2 (H200 ncu, B = 256, D = 5376, bf16
-// state_len 4: 1.46 M store sectors for 0.43 M written; docs/perf.md session 46).
+// (RUN, CCV_F_STEP_RUN: 16-bit state_len 4 takes C = 2, f32 state_len 4 C = 1): a thread's state
+// is then one 16-byte load and store at a 16-byte lane stride, where 4 channels' 4 positions were
+// 4 8-byte accesses at a 32-byte stride, each store a partial sector in L2 (H200 ncu, B = 256,
+// D = 5376, bf16 state_len 4: 1.46 M store sectors for 0.43 M written; docs/perf.md session 46).
 template <typename T, int W, int SL, bool PM, int C, bool RUN>
 CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0) {
   constexpr bool pm = PM;  // compile-time: register arrays are indexed by it
-  // rows a pass: 8 channel-rows of loads in flight a thread (8 channels per 16-bit thread, 2 rows:
-  // 146 registers, slower; the RUN's 2 channels in 2-row passes: a second round trip, slower)
-  constexpr int K = W - 1, RR = 8 / C;
+  // rows a pass: 8 channel-rows of loads in flight a thread, at most 4 rows (8 channels per 16-bit
+  // thread, 2 rows: 146 registers, slower; the RUN's 2 channels in 2-row passes: a second round
+  // trip, slower; f32's 1 channel in 8-row passes: 136 registers where the others took 96)
+  constexpr int K = W - 1, RR = C >= 2 ? 8 / C : 4;
   constexpr int EV = 16 / (int)sizeof(T), NV = RUN ? C * SL / EV : 1;  // a RUN's 16-byte vectors
   static_assert(!RUN || (!PM && NV * EV == C * SL), "a run is channel-major whole vectors");
   typedef QN<T, C> Q;
@@ -375,12 +376,12 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
   }
 }
 
-// A thread's channels: C = 4, or on a RUN the channels whose SL-long rows fill 16 bytes (2 or 4;
-// 0: no RUN for this SL)
+// A thread's channels: C = 4, or on a RUN the channels whose SL-long rows fill 16 bytes (1, 2 or
+// 4; 0: no RUN for this SL)
 template <typename T, int SL>
 struct StepvRun {
   static constexpr int row = SL * (int)sizeof(T);
-  static constexpr int channels = 16 % row == 0 && 16 / row >= 2 && 16 / row <= 4 ? 16 / row : 0;
+  static constexpr int channels = 16 % row == 0 && 16 / row <= 4 ? 16 / row : 0;
 };
 
 template <typename T, int W, int SL, bool PM, int C, bool RUN>

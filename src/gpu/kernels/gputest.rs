@@ -1687,19 +1687,20 @@ fn gpu_update() {
     });
 }
 
-/// The register decode step (`ccv1d_stepv_*`, 16-bit x, one token, state_len W-1 or W): every
-/// case must run on it. Slots channel- and position-major with padded slot strides (channel-major
-/// by 4 or 8 elements: state_len 2 and 4 with and without the 16-byte RUN), a partial
-/// last channel tile (D = 1000: 250 of a block's 128 x 4 channels in the second tile), an odd
-/// batch, blocks of 1 and of 3 rows (a row pair, then a lone row), conv_state_indices with
-/// padding rows, in place, weights on the vector path (bf16, f32) and off it (a padded or
-/// transposed weight), bias of either dtype, strided or absent.
+/// The register decode step (`ccv1d_stepv_*`, one token, state_len W-1 or W): every 16-bit case
+/// must run on it, and every f32 case on fast-memory devices (elsewhere f32 reports the kernel it
+/// ran on). Slots channel- and position-major with padded slot strides (channel-major by 4 or 8
+/// elements: 16-bit state_len 2, 4 and 8 with and without the 16-byte RUN; f32's RUN at state_len
+/// 2 and 4 either way), a partial last channel tile (D = 1000: 250 of a block's 128 x 4 channels
+/// in the second tile), an odd batch, blocks of 1 and of 3 rows (a row pair, then a lone row),
+/// conv_state_indices with padding rows, in place, weights on the vector path (bf16, f32) and off
+/// it (a padded or transposed weight), bias of either dtype, strided or absent.
 #[test]
 #[ignore]
 fn gpu_update_stepv() {
     with_gpu(|cu| {
         let mut n = 0u64;
-        for dt in [DType::F16, DType::BF16] {
+        for dt in [DType::F16, DType::BF16, DType::F32] {
             for w in 2..=8usize {
                 for sl in [w - 1, w] {
                     for pm in [false, true] {
@@ -1723,7 +1724,7 @@ fn gpu_update_stepv() {
                             _ => (dt, [1, d as i64]),
                         };
                         c.bias = [Some((dt, 1)), Some((DType::F32, 1)), Some((DType::F16, 2)), None][(n / 2 % 4) as usize];
-                        c.kernel = Some("ccv1d_stepv_");
+                        c.kernel = (dt != DType::F32 || fast_memory(&cu.dev_info)).then_some("ccv1d_stepv_");
                         let name = format!("stepv {dt:?} W{w} sl{sl} pm{} B{b} csi{} inplace{} w{:?}{:?} bias{:?}", pm as u8, c.csi as u8, c.inplace as u8, c.w_dt, c.w_s, c.bias);
                         run_case(&name, || check_update(cu, &c));
                     }

@@ -514,11 +514,13 @@ enum Knob {
     Cfwl,
     /// `CCV1D_STEP_RUN`: 0 = `stepv`'s channel-major slots never in 16-byte runs (`StepV::run`).
     StepRun,
+    /// `CCV1D_STEPV`: 0 / 1 = one-token decode updates never / wherever they fit on `stepv`.
+    Stepv,
 }
 
 fn knob(k: Knob) -> Option<i64> {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<Option<i64>>; 19] = [const { OnceLock::new() }; 19];
+    static VALUES: [OnceLock<Option<i64>>; 20] = [const { OnceLock::new() }; 20];
     let name = match k {
         Knob::StepRows => "CCV1D_STEP_ROWS",
         Knob::ClTiles => "CCV1D_CL_TILES",
@@ -539,8 +541,9 @@ fn knob(k: Knob) -> Option<i64> {
         Knob::Cfw2 => "CCV1D_CFW2",
         Knob::Cfwl => "CCV1D_CFWL",
         Knob::StepRun => "CCV1D_STEP_RUN",
+        Knob::Stepv => "CCV1D_STEPV",
     };
-    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap | Knob::Cfw2 | Knob::Cfwl | Knob::StepRun) { 0 } else { 1 };
+    let least = if matches!(k, Knob::CfWarp | Knob::FwdPt | Knob::ClBwd | Knob::ClFwd | Knob::BwdPt | Knob::FwdPe | Knob::BwdPe | Knob::Cfw7 | Knob::Overlap | Knob::Cfw2 | Knob::Cfwl | Knob::StepRun | Knob::Stepv) { 0 } else { 1 };
     *VALUES[k as usize].get_or_init(|| std::env::var(name).ok()?.trim().parse().ok().filter(|&v: &i64| v >= least))
 }
 

@@ -1269,6 +1269,18 @@ fn update_launch() {
     assert_eq!(update_launches(&reg32, &h100()).unwrap()[0].kernel, "ccv1d_step_f32_w4", "f32: the staged step");
     let reg_small = UpdatePlan { batch: 8, ..reg };
     assert_eq!(update_launches(&reg_small, &h100()).unwrap()[0].kernel, "ccv1d_update_f16_w4", "one wave: update");
+    // fast memory (H200): f32 on big grids too (at least 2 rows a block; state_len 4's RUN at
+    // 1 channel a thread, 4 times the rows), 16-bit at every batch size; f32 at B = 1: update
+    let reg32_4 = UpdatePlan { x: f32v, out: f32v, conv_state: view(0x3000, DType::F32, [5376 * 4, 4, 1]), state_len: 4, ..reg };
+    let (l32, l32_4) = (&update_launches(&reg32, &h200()).unwrap()[0], &update_launches(&reg32_4, &h200()).unwrap()[0]);
+    check_grid(l32_4);
+    let (k32, k32_4) = (params_of(l32), params_of(l32_4));
+    assert_eq!((l32.kernel.as_str(), k32.flags & F_STEP_RUN, k32.n_ctiles, k32.chunk), ("ccv1d_stepv_f32_w4", 0, 11, 2));
+    assert_eq!((l32_4.kernel.as_str(), k32_4.flags & F_STEP_RUN, k32_4.n_ctiles, k32_4.chunk), ("ccv1d_stepv_f32_w4", F_STEP_RUN, 42, 8));
+    assert_eq!(update_launches(&UpdatePlan { batch: 1, ..reg32 }, &h200()).unwrap()[0].kernel, "ccv1d_update_f32_w4");
+    let k1 = params_of(&update_launches(&UpdatePlan { batch: 1, ..reg }, &h200()).unwrap()[0]);
+    assert_eq!((update_launches(&UpdatePlan { batch: 1, ..reg }, &h200()).unwrap()[0].kernel.as_str(), k1.chunk), ("ccv1d_stepv_f16_w4", 1));
+    assert_eq!(update_launches(&reg_small, &h200()).unwrap()[0].kernel, "ccv1d_stepv_f16_w4");
     for other in [
         UpdatePlan { state_len: 5, conv_state: view(0x3000, DType::F16, [5376 * 5, 5, 1]), ..reg }, // state_len W+1
         UpdatePlan { conv_state: view(0x3004, DType::F16, [5376 * 3, 3, 1]), ..reg },                // 4-byte aligned state

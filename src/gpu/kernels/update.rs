@@ -37,18 +37,21 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
     k.width = p.width as i32;
     k.n_ctiles = ceil_div(p.dim, NT as i64);
     let wave = (dev.multiprocessors.max(1) as i64) * BLOCKS_PER_SM;
-    // Register step for 16-bit x on grids past a wave of one-row `update` blocks (H100, B = 256,
-    // D = 5376, bf16: 12.0 µs against the staged step's 16.8; for f32 the staged step was faster,
-    // 21.9 against 24.4 µs, and at B = 1 both lose to `update`: 2.9-3.2 against 2.3-2.6 µs).
     let big_grid = p.batch.saturating_mul(k.n_ctiles) > wave / 2;
-    let family = if let Some(sv) = stepv_fits(p).filter(|_| big_grid && p.x.dtype != DType::F32) {
+    let stepv_wanted = match knob(Knob::Stepv) {
+        Some(v) => v > 0,
+        None => stepv_rule(p.x.dtype, big_grid, dev),
+    };
+    let family = if let Some(sv) = stepv_fits(p).filter(|_| stepv_wanted) {
         // The decode step in registers: thread = (`sv.channels`, `chunk` batch rows), weights
         // loaded once per thread; rows enough to bring a grid of 4-channel threads back to about
-        // one wave of blocks, and a thread of fewer channels as many more rows (the same blocks:
-        // B = 64 and 256 took 0.3-0.8 µs longer on twice the blocks, H200, docs/perf.md session 46).
+        // one wave of blocks (f32 on fast memory: at least 2, a whole row pass), and a thread of
+        // fewer channels as many more rows (the same blocks: B = 64 and 256 took 0.3-0.8 µs
+        // longer on twice the blocks, H200, docs/perf.md session 46).
         let tiles4 = ceil_div(p.dim / 4, NT as i64);
         k.n_ctiles = ceil_div(p.dim / sv.channels, NT as i64);
-        let rows = ceil_div(p.batch.saturating_mul(tiles4), wave) * (4 / sv.channels);
+        let least = if p.x.dtype == DType::F32 && fast_memory(dev) { 2 } else { 1 };
+        let rows = ceil_div(p.batch.saturating_mul(tiles4), wave).max(least) * (4 / sv.channels);
         k.chunk = knob(Knob::StepRows).unwrap_or(rows).clamp(1, UPD_ROWS);
         if sv.position_major {
             k.flags |= F_STEP_PM;
@@ -136,6 +139,24 @@ fn one_token_slots(p: &UpdatePlan) -> Option<bool> {
     ok.then_some(position_major)
 }
 
+/// Whether a one-token update that `stepv_fits` runs on the register decode step, by dtype and
+/// grid (`big_grid`: past half a wave of one-row `update` blocks).
+/// - H100: 16-bit on big grids (B = 256, D = 5376, bf16: 12.0 µs against the staged step's 16.8);
+///   for f32 the staged step was faster, 21.9 against 24.4 µs, and at B = 1 both lost to `update`
+///   (2.9-3.2 against 2.3-2.6 µs).
+/// - Fast memory (H200, docs/perf.md session 46; D = 5376, SiLU, µs, `CCV1D_STEPV=1` against the
+///   staged step / `update`): 16-bit at every batch size (bf16 B = 1 2.2-2.3 against 2.4-2.5;
+///   B = 2-63 not measured); f32 on big grids (B = 256 state 3 14.4 / 13.9 against 19.5, state 4
+///   position-major 15.2 against 21.0; B = 64 5.3-6.7 against 7.4-7.8), not at B = 1 (channel-major
+///   2.6-2.8 against 2.4).
+fn stepv_rule(dt: DType, big_grid: bool, dev: &DeviceInfo) -> bool {
+    if dt != DType::F32 {
+        big_grid || fast_memory(dev)
+    } else {
+        big_grid && fast_memory(dev)
+    }
+}
+
 /// How `ccv1d_stepv_*` takes a call: slots position-major or channel-major, the channels a thread
 /// takes, and whether a thread's channel-major state is whole 16-byte vectors (`F_STEP_RUN`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,10 +167,10 @@ struct StepV {
 }
 
 /// Channels a thread takes where its channel-major state rows make one 16-byte vector (`stepv`'s
-/// RUN, hip/misc.hip `stepv_run_channels`): 2 or 4, or None.
+/// RUN, hip/misc.hip `StepvRun`): 1, 2 or 4, or None.
 fn stepv_run_channels(es: i64, state_len: i64) -> Option<i64> {
     let row = state_len.checked_mul(es)?;
-    (row > 0 && 16 % row == 0).then_some(16 / row).filter(|c| (2..=4).contains(c))
+    (row > 0 && 16 % row == 0).then_some(16 / row).filter(|c| (1..=4).contains(c))
 }
 
 /// Whether the register decode step (`ccv1d_stepv_*`) takes the call, and how: a one-token update

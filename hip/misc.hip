@@ -330,8 +330,29 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
         Q::st(outp, Q::pack(z));
         continue;
       }
-      float st[SL * C], xv[C];  // st[c * SL + p] = position p of channel c
+      float xv[C], out[C];
       Q::unpack(xr[j], xv);
+      T* cs = (T*)P.conv_state + o[j] + (pm ? d0 : d0 * SL);
+      if constexpr (PM) {
+        // the window's K positions unpacked one vector at a time; the shift by one token moves
+        // whole vectors (raw bits: position p takes p + 1, the last x), no state in floats
+#pragma unroll
+        for (int c = 0; c < C; ++c) out[c] = bias[c] + w[c][K] * xv[c];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          float f[C];
+          Q::unpack(raw[j][SL - K + k], f);
+#pragma unroll
+          for (int c = 0; c < C; ++c) out[c] += w[c][k] * f[c];
+        }
+#pragma unroll
+        for (int c = 0; c < C; ++c) out[c] = act_f(out[c], silu);
+        Q::st(outp, Q::pack(out));
+#pragma unroll
+        for (int q = 0; q < SL; ++q) Q::st(cs + q * P.cs_s[2], q + 1 < SL ? raw[j][q + 1] : xr[j]);
+        continue;
+      }
+      float st[SL * C];  // st[c * SL + p] = position p of channel c
       if constexpr (RUN) {
 #pragma unroll
         for (int v = 0; v < NV; ++v) Tr<T>::unpack(rv[j][v], st + v * EV);
@@ -341,10 +362,9 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
           float f[C];
           Q::unpack(raw[j][q], f);
 #pragma unroll
-          for (int e = 0; e < C; ++e) st[pm ? e * SL + q : q * C + e] = f[e];
+          for (int e = 0; e < C; ++e) st[q * C + e] = f[e];
         }
       }
-      float out[C];
 #pragma unroll
       for (int c = 0; c < C; ++c) {
         float acc = bias[c] + w[c][K] * xv[c];
@@ -353,7 +373,6 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
         out[c] = act_f(acc, silu);
       }
       Q::st(outp, Q::pack(out));
-      T* cs = (T*)P.conv_state + o[j] + (pm ? d0 : d0 * SL);
       if constexpr (RUN) {
         float nx[SL * C];  // shifted by one token: position p takes p + 1, the last x
 #pragma unroll
@@ -366,10 +385,10 @@ CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0)
           float f[C];
 #pragma unroll
           for (int e = 0; e < C; ++e) {
-            const int i = pm ? e * SL + q : q * C + e, c = i / SL, p = i % SL;
+            const int i = q * C + e, c = i / SL, p = i % SL;
             f[e] = p + 1 < SL ? st[c * SL + p + 1] : xv[c];
           }
-          Q::st(cs + (pm ? q * P.cs_s[2] : q * C), Q::pack(f));
+          Q::st(cs + q * C, Q::pack(f));
         }
       }
     }
@@ -396,6 +415,13 @@ template <typename T, int W, int SL>
 CCV_DEV void stepv_sl(const ccv_params& P) {
   constexpr int CR = StepvRun<T, SL>::channels;
   if (P.flags & CCV_F_STEP_PM) {
+    // position-major with CCV_F_STEP_RUN: 16-bit in 8-channel 16-byte vectors
+    if constexpr (sizeof(T) == 2) {
+      if (P.flags & CCV_F_STEP_RUN) {
+        stepv_tile<T, W, SL, true, 8, false>(P);
+        return;
+      }
+    }
     stepv_tile<T, W, SL, true, 4, false>(P);
   } else if constexpr (CR != 0) {
     if (P.flags & CCV_F_STEP_RUN) stepv_tile<T, W, SL, false, CR, true>(P);

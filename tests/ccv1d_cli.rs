@@ -172,10 +172,14 @@ fn check_plot(png: &std::path::Path) {
 fn bench_own_shape() {
     let r = ccv1d(&["bench", "--shape", "2x40x33", "--width", "6", "--act", "none", "--iters", "1", "--warmup", "0", "--dtype", "bf16"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    // fwd and bwd x both layouts, at the given width, without activation
+    // fwd and bwd x both layouts, and the update at state_len 5 and 6 x both layouts, at the
+    // given width, without activation
     let rows: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("shape/2x40x33")).collect();
-    assert_eq!(rows.len(), 4, "{}", r.stdout);
+    assert_eq!(rows.len(), 8, "{}", r.stdout);
     assert!(rows.iter().all(|l| l.contains("2x40x33 w6") && l.split_whitespace().nth(4) == Some("-")), "{}", r.stdout);
+    let updates: Vec<&str> = rows.iter().copied().filter(|l| l.split_whitespace().nth(1) == Some("update")).collect();
+    assert_eq!(updates.iter().filter(|l| l.contains("w6 state5")).count(), 2, "{}", r.stdout);
+    assert_eq!(updates.iter().filter(|l| l.contains("w6 state6")).count(), 2, "{}", r.stdout);
 }
 
 #[test]

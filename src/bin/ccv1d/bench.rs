@@ -193,7 +193,9 @@ fn mamba_rows(out: &mut Vec<Row>) {
 }
 
 /// `--shape BxDxL [--width W] [--act silu|none]`: one shape of the caller's instead of a preset,
-/// forward and backward, every dtype and both layouts (then filtered like a preset's rows).
+/// forward, backward and the decode update (L new tokens a call, state_len W - 1 and W, as the
+/// decode preset's 3 and 4 at W = 4), every dtype and both layouts (then filtered like a preset's
+/// rows).
 fn shape_rows(out: &mut Vec<Row>, shape: &str, width: usize, silu: bool) -> Result<(), Usage> {
     let bad = || Usage(format!("--shape {shape:?}: expected BxDxL, three positive integers (e.g. 8x2048x1024)"));
     let dims: Vec<usize> = shape.split('x').map(|v| v.trim().parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
@@ -204,11 +206,18 @@ fn shape_rows(out: &mut Vec<Row>, shape: &str, width: usize, silu: bool) -> Resu
     if !(1..=8).contains(&width) {
         return Err(Usage(format!("--width {width}: expected 1 to 8")));
     }
-    for op in [Op::Fwd, Op::Bwd] {
-        for dt in [DType::F32, DType::F16, DType::BF16] {
-            for cl in [false, true] {
-                let name = format!("shape/{batch}x{dim}x{seqlen}");
-                out.push(Row { preset: "shape", name, op, dt, cl, silu, bias: true, batch, dim, seqlen, width, state_len: 0 });
+    for op in [Op::Fwd, Op::Bwd, Op::Update] {
+        let state_lens: &[usize] = match op {
+            Op::Update if width > 1 => &[width - 1, width],
+            Op::Update => &[1],
+            _ => &[0],
+        };
+        for &state_len in state_lens {
+            for dt in [DType::F32, DType::F16, DType::BF16] {
+                for cl in [false, true] {
+                    let name = format!("shape/{batch}x{dim}x{seqlen}");
+                    out.push(Row { preset: "shape", name, op, dt, cl, silu, bias: true, batch, dim, seqlen, width, state_len });
+                }
             }
         }
     }

@@ -68,9 +68,8 @@ template <typename T> CCV_DEV void stv(void* base, int64_t off, const float* f) 
   ccv_st16((T*)base + off, Tr<T>::pack(f));
 }
 
-// N = 8 (16-bit only), 4, 2 or 1 consecutive elements (channel-last streaming kernels, the decode
-// step: N channels per thread): one access of 4*N (f32) or 2*N (16-bit) bytes, raw bits in
-// registers until used.
+// N = 4, 2 or 1 consecutive elements (channel-last streaming kernels, the decode step: N channels
+// per thread): one access of 4*N (f32) or 2*N (16-bit) bytes, raw bits in registers until used.
 template <typename T, int N> struct QN;
 template <typename T> struct QN<T, 1> {  // any type: one element
   typedef T raw;
@@ -87,14 +86,6 @@ template <typename T> struct QN<T, 4> {  // 16-bit types
   static CCV_DEV void unpack(raw r, float* f) { Tr<T>::unpack2(r.x, f); Tr<T>::unpack2(r.y, f + 2); }
   static CCV_DEV raw pack(const float* f) { raw r; r.x = Tr<T>::pack2(f[0], f[1]); r.y = Tr<T>::pack2(f[2], f[3]); return r; }
   static CCV_DEV raw zero() { return make_uint2(0u, 0u); }
-};
-template <typename T> struct QN<T, 8> {  // 16-bit types: one 16-byte vector
-  typedef ccv_vec16 raw;
-  static CCV_DEV raw ld(const T* p) { return ccv_ld16(p); }
-  static CCV_DEV void st(T* p, raw r) { ccv_st16(p, r); }
-  static CCV_DEV void unpack(raw r, float* f) { Tr<T>::unpack(r, f); }
-  static CCV_DEV raw pack(const float* f) { return Tr<T>::pack(f); }
-  static CCV_DEV raw zero() { return make_uint4(0u, 0u, 0u, 0u); }
 };
 template <typename T> struct QN<T, 2> {  // 16-bit types
   typedef uint32_t raw;
@@ -249,14 +240,13 @@ CCV_DEV void ld_bits_vec(uintptr_t a, bool f32, uint32_t* o) {
     o[0] = v & 0xffffu, o[1] = v >> 16;
   }
 }
-// load_weight_bits for C = 8, 4, 2 or 1 channels (d0 a multiple of C) whose weights are whole
-// contiguous rows and bias contiguous (CCV_F_W_ROWS, checked on the host): vector loads of up to
-// 4 elements (C W / 4 and C / 4 of them at C = 8, else W and 1) instead of C W + C scalar ones.
-// Any other layout takes load_weight_bits.
+// load_weight_bits for C = 4, 2 or 1 channels (d0 a multiple of C) whose weights are whole
+// contiguous rows and bias contiguous (CCV_F_W_ROWS, checked on the host): W vector loads of C
+// elements and one for the bias instead of C W + C scalar ones. Any other layout takes
+// load_weight_bits.
 template <int W, int C>
 CCV_DEV void load_weight_bits_rows(const ccv_params& P, int64_t d0, WeightBits<W, C>& wb) {
-  static_assert(C == 8 || C == 4 || C == 2 || C == 1, "vector weight loads of 8, 4, 2 or 1 elements");
-  constexpr int G = C < 4 ? C : 4;  // elements a load
+  static_assert(C == 4 || C == 2 || C == 1, "vector weight loads of 4, 2 or 1 elements");
   const bool f32w = P.w_dtype == CCV_DT_F32, f32b = P.b_dtype == CCV_DT_F32;
   const bool has_bias = P.flags & CCV_F_BIAS;
   const uintptr_t wa = (uintptr_t)P.weight, ba = (uintptr_t)P.bias;
@@ -268,11 +258,8 @@ CCV_DEV void load_weight_bits_rows(const ccv_params& P, int64_t d0, WeightBits<W
   uint32_t e[C * W + C];  // the C rows' taps in order, then the C biases
   const uintptr_t w0 = wa + (uintptr_t)(d0 * W) * (f32w ? 4 : 2);
 #pragma unroll
-  for (int j = 0; j < C * W / G; ++j) ld_bits_vec<G>(w0 + (uintptr_t)j * G * (f32w ? 4 : 2), f32w, e + G * j);
-  if (has_bias) {
-#pragma unroll
-    for (int j = 0; j < C / G; ++j) ld_bits_vec<G>(ba + (uintptr_t)(d0 + j * G) * (f32b ? 4 : 2), f32b, e + C * W + G * j);
-  }
+  for (int j = 0; j < W; ++j) ld_bits_vec<C>(w0 + (uintptr_t)j * C * (f32w ? 4 : 2), f32w, e + C * j);
+  if (has_bias) ld_bits_vec<C>(ba + (uintptr_t)d0 * (f32b ? 4 : 2), f32b, e + C * W);
 #pragma unroll
   for (int c = 0; c < C; ++c) {
 #pragma unroll

@@ -279,8 +279,10 @@ template <typename T, int W, int SL, bool PM, int C, bool RUN>
 CCV_DEV void stepv_rows(const ccv_params& P, int64_t b0, int64_t b1, int64_t d0) {
   constexpr bool pm = PM;  // compile-time: register arrays are indexed by it
   // rows a pass: 8 channel-rows of loads in flight a thread, at most 4 rows (8 channels per 16-bit
-  // thread, 2 rows: 146 registers, slower; the RUN's 2 channels in 2-row passes: a second round
-  // trip, slower; f32's 1 channel in 8-row passes: 136 registers where the others took 96)
+  // thread, 2 rows: 146 registers, slower; in 1-row passes, position-major 16-byte vectors: 80
+  // registers, slower still, bf16 B = 256 9.7-9.8 against 8.3-8.8 µs, H200, docs/perf.md session
+  // 46; the RUN's 2 channels in 2-row passes: a second round trip, slower; f32's 1 channel in
+  // 8-row passes: 136 registers where the others took 96)
   constexpr int K = W - 1, RR = C >= 2 ? 8 / C : 4;
   constexpr int EV = 16 / (int)sizeof(T), NV = RUN ? C * SL / EV : 1;  // a RUN's 16-byte vectors
   static_assert(!RUN || (!PM && NV * EV == C * SL), "a run is channel-major whole vectors");
@@ -415,13 +417,6 @@ template <typename T, int W, int SL>
 CCV_DEV void stepv_sl(const ccv_params& P) {
   constexpr int CR = StepvRun<T, SL>::channels;
   if (P.flags & CCV_F_STEP_PM) {
-    // position-major with CCV_F_STEP_RUN: 16-bit in 8-channel 16-byte vectors
-    if constexpr (sizeof(T) == 2) {
-      if (P.flags & CCV_F_STEP_RUN) {
-        stepv_tile<T, W, SL, true, 8, false>(P);
-        return;
-      }
-    }
     stepv_tile<T, W, SL, true, 4, false>(P);
   } else if constexpr (CR != 0) {
     if (P.flags & CCV_F_STEP_RUN) stepv_tile<T, W, SL, false, CR, true>(P);

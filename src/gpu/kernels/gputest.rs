@@ -1689,9 +1689,9 @@ fn gpu_update() {
 
 /// The register decode step (`ccv1d_stepv_*`, one token, state_len W-1 or W): every 16-bit case
 /// must run on it, and every f32 case on fast-memory devices (elsewhere f32 reports the kernel it
-/// ran on). Slots channel- and position-major with strides padded by 4 or 8 elements (16-bit:
-/// with and without the 16-byte RUN, channel-major at state_len 2, 4 and 8, position-major at
-/// every state_len; f32's RUN at state_len 2 and 4 either way), a partial last channel tile
+/// ran on). Slots channel- and position-major with strides padded by 4 or 8 elements (channel-
+/// major 16-bit at state_len 2, 4 and 8 with and without the 16-byte RUN; f32's RUN at state_len
+/// 2 and 4 either way), a partial last channel tile
 /// (D = 1000: 250 of a block's 128 x 4 channels in the second tile), an odd batch, blocks of 1 and of 3 rows (a row pair, then a lone row),
 /// conv_state_indices with padding rows, in place, weights on the vector path (bf16, f32) and off
 /// it (a padded or transposed weight), bias of either dtype, strided or absent.
@@ -1711,10 +1711,9 @@ fn gpu_update_stepv() {
                         let b = if n % 4 == 0 { 2401 } else { 203 + 2 * (n as usize % 3) };
                         let d = 1000;
                         let mut c = UpdCase::basic(dt, b, d, 1, w, sl, false, n % 3 == 0, n % 5 == 0, n % 2 == 0, n);
-                        // strides padded by 8 elements (16 bytes at 16 bits) take the RUN: channel-
-                        // major at 16-bit state_len 2, 4 and 8 (each dtype has W = 4 and 5 at
-                        // state_len 4 one with it, one without), position-major 16-bit at every
-                        // state_len (each dtype has W = 4 at state_len 3 or 4 with it)
+                        // channel-major slot strides padded by 8 elements (16 bytes at 16 bits)
+                        // take the RUN at 16-bit state_len 2, 4 and 8 (each dtype has W = 4 and 5
+                        // at state_len 4 one with it, one without)
                         let pad = if (n / 2 + (dt == DType::BF16) as u64) % 2 == 0 { 8 } else { 4 };
                         c.x_s = [(d + pad) as i64, 1, 1];
                         c.out_s = [(d + 8) as i64, 1, 1];

@@ -46,12 +46,12 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
         // The decode step in registers: thread = (`sv.channels`, `chunk` batch rows), weights
         // loaded once per thread; rows enough to bring a grid of 4-channel threads back to about
         // one wave of blocks (f32 on fast memory: at least 2, a whole row pass), and a thread of
-        // fewer channels as many more rows, of more channels fewer (the same blocks: B = 64 and
-        // 256 took 0.3-0.8 µs longer on twice the blocks, H200, docs/perf.md session 46).
+        // fewer channels as many more rows (the same blocks: B = 64 and 256 took 0.3-0.8 µs
+        // longer on twice the blocks, H200, docs/perf.md session 46).
         let tiles4 = ceil_div(p.dim / 4, NT as i64);
         k.n_ctiles = ceil_div(p.dim / sv.channels, NT as i64);
         let least = if p.x.dtype == DType::F32 && fast_memory(dev) { 2 } else { 1 };
-        let rows = ceil_div(ceil_div(p.batch.saturating_mul(tiles4), wave).max(least) * 4, sv.channels);
+        let rows = ceil_div(p.batch.saturating_mul(tiles4), wave).max(least) * (4 / sv.channels);
         k.chunk = knob(Knob::StepRows).unwrap_or(rows).clamp(1, UPD_ROWS);
         if sv.position_major {
             k.flags |= F_STEP_PM;
@@ -176,11 +176,10 @@ fn stepv_run_channels(es: i64, state_len: i64) -> Option<i64> {
 /// Whether the register decode step (`ccv1d_stepv_*`) takes the call, and how: a one-token update
 /// with contiguous slots, width >= 2, state_len W-1 or W (its shift is unrolled for those two),
 /// dim a multiple of 4 and every access of 4 channels aligned (8 bytes for 16-bit types, 16 for
-/// f32): conv_state, x and out with unit channel stride. The RUN (16-byte accesses; never with
+/// f32): conv_state, x and out with unit channel stride. The RUN (never with
 /// `CCV1D_STEP_RUN=0`): channel-major slots whose rows fill 16-byte vectors (16-bit state_len 2,
-/// 4 or 8, f32 1, 2 or 4) where conv_state and its slot stride are 16-byte aligned; 16-bit
-/// position-major slots in 8-channel vectors where dim % 8 == 0 and conv_state, its strides, x
-/// and out are 16-byte aligned.
+/// 4 or 8, f32 1, 2 or 4) where conv_state and its slot stride are 16-byte aligned. (16-bit
+/// position-major slots in 8-channel 16-byte vectors lost: H200, docs/perf.md session 46.)
 fn stepv_fits(p: &UpdatePlan) -> Option<StepV> {
     let pm = one_token_slots(p)?;
     let w = p.width;
@@ -191,14 +190,7 @@ fn stepv_fits(p: &UpdatePlan) -> Option<StepV> {
     let aligned_to = |a: i64, v: &View, extra: &[i64]| v.addr as i64 % a == 0 && extra.iter().all(|s| s.wrapping_mul(es) % a == 0);
     let cs = &p.conv_state;
     let rows_aligned = |a: i64, v: &View| v.stride[1] == 1 && aligned_to(a, v, &[if p.batch > 1 { v.stride[0] } else { 0 }]);
-    let run_c = if knob(Knob::StepRun) == Some(0) {
-        None
-    } else if pm {
-        let vec8 = es == 2 && p.dim % 8 == 0 && aligned_to(16, cs, &[cs.stride[0], cs.stride[2]]) && rows_aligned(16, &p.x) && rows_aligned(16, &p.out);
-        vec8.then_some(8)
-    } else {
-        stepv_run_channels(es, p.state_len).filter(|_| aligned_to(16, cs, &[cs.stride[0]]))
-    };
+    let run_c = stepv_run_channels(es, p.state_len).filter(|_| !pm && aligned_to(16, cs, &[cs.stride[0]]) && knob(Knob::StepRun) != Some(0));
     let channels = run_c.unwrap_or(4);
     // its 2-D grid: channel tiles along x, row blocks (of at least one row) along y
     if p.batch > MAX_GRID_Y || ceil_div(p.dim / channels, NT as i64) > MAX_GRID_X {

@@ -262,9 +262,9 @@ CCV_DEV void step_body(const ccv_params& P) {
 // The common decode step — one token, no cache_seqlens, state_len = W-1 or W, slots contiguous
 // (channel-major or position-major), C channels per thread on the vector path everywhere (dim % 4
 // == 0; kernels.rs checks every alignment) — without shared memory: thread = (C channels, the
-// `chunk` batch rows of its block). It loads its weights once, then takes its rows two at a time:
-// both rows' state_len state vectors and x are loaded before anything is stored; the shift is a
-// register permutation known at compile time. No barrier (the staged `step` kernel has two).
+// `chunk` batch rows of its block). It loads its weights once, then takes its rows RR at a time
+// (8 / C, at most 4): those rows' state vectors and x are loaded before anything is stored; the
+// shift is a register permutation known at compile time. No barrier (the staged `step` kernel has two).
 // Each warp runs a few hundred instructions in all, in one wave of blocks, so the instructions
 // before its loads go out and those per weight are what it costs beyond the copy (H100 ncu,
 // docs/perf.md session 15): the grid is 2-D (no division), a row without conv_state_indices

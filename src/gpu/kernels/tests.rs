@@ -1278,8 +1278,8 @@ fn update_launch() {
     assert_eq!((l32.kernel.as_str(), k32.flags & F_STEP_RUN, k32.n_ctiles, k32.chunk), ("ccv1d_stepv_f32_w4", 0, 11, 2));
     assert_eq!((l32_4.kernel.as_str(), k32_4.flags & F_STEP_RUN, k32_4.n_ctiles, k32_4.chunk), ("ccv1d_stepv_f32_w4", F_STEP_RUN, 42, 8));
     assert_eq!(update_launches(&UpdatePlan { batch: 1, ..reg32 }, &h200()).unwrap()[0].kernel, "ccv1d_update_f32_w4");
-    let k1 = params_of(&update_launches(&UpdatePlan { batch: 1, ..reg }, &h200()).unwrap()[0]);
-    assert_eq!((update_launches(&UpdatePlan { batch: 1, ..reg }, &h200()).unwrap()[0].kernel.as_str(), k1.chunk), ("ccv1d_stepv_f16_w4", 1));
+    let l1 = &update_launches(&UpdatePlan { batch: 1, ..reg }, &h200()).unwrap()[0];
+    assert_eq!((l1.kernel.as_str(), params_of(l1).chunk), ("ccv1d_stepv_f16_w4", 1));
     assert_eq!(update_launches(&reg_small, &h200()).unwrap()[0].kernel, "ccv1d_stepv_f16_w4");
     for other in [
         UpdatePlan { state_len: 5, conv_state: view(0x3000, DType::F16, [5376 * 5, 5, 1]), ..reg }, // state_len W+1

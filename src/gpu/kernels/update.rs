@@ -59,8 +59,9 @@ pub fn update_launches(p: &UpdatePlan, dev: &DeviceInfo) -> Result<Vec<Launch>> 
         if sv.run {
             k.flags |= F_STEP_RUN;
         }
-        // Weights as whole contiguous rows and a contiguous bias: each thread's 4 channels in
-        // vector loads (the checks here, not in each thread before its loads go out).
+        // Weights as whole contiguous rows and a contiguous bias: each thread's channels in
+        // vector loads (the checks here, not in each thread before its loads go out; 4 elements'
+        // alignment covers the 1, 2 and 4 channels a thread takes).
         let aligned4 = |v: &View| v.addr % (4 * v.dtype.size()) == 0;
         let w_rows = p.weight.stride[1] == 1 && p.weight.stride[0] == p.width && aligned4(&p.weight);
         if w_rows && p.bias.as_ref().map_or(true, |b| b.stride[0] == 1 && aligned4(b)) {

@@ -47,8 +47,13 @@ step cfw2-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_CFW2=1 CCV1D_TEST_CASES=$(( $
 step cfwl-everywhere 200 env CCV1D_CF_WARP=1 CCV1D_CFWL=1 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 # every one-token decode update that fits on the register decode step (`stepv`), then none, then
 # stepv without its 16-byte runs of channel-major slots (CCV1D_STEP_RUN=0): the update cases of
-# ccv1d test and the sweep, and the update self-tests (f32 and small grids too)
-step stepv-knobs 200 env CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c 'for e in CCV1D_STEPV=1 CCV1D_STEPV=0 CCV1D_STEP_RUN=0; do env $e "$0" test --backend gpu --full --op update && env $e "$1" --test-threads=4 && env $e "$2" gpu::kernels::gputest::gpu_update --ignored --test-threads=1 || exit 1; done' "$BIN/ccv1d" "$BIN/sweep" "$BIN/causal_conv1d"
+# ccv1d test and the sweep, and the update self-tests (f32 and small grids too; with stepv off,
+# only gpu_update: gpu_update_stepv requires the kernel)
+step stepv-knobs 200 env CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c 'c=$0 s=$1 k=$2 t=gpu::kernels::gputest::gpu_update
+  knob() { env "$@" "$c" test --backend gpu --full --op update && env "$@" "$s" --test-threads=4; }
+  knob CCV1D_STEPV=1 && CCV1D_STEPV=1 "$k" $t --ignored --test-threads=1 &&
+  knob CCV1D_STEP_RUN=0 && CCV1D_STEP_RUN=0 "$k" $t --ignored --test-threads=1 &&
+  knob CCV1D_STEPV=0 && CCV1D_STEPV=0 "$k" $t --exact --ignored --test-threads=1' "$BIN/ccv1d" "$BIN/sweep" "$BIN/causal_conv1d"
 # the channel-first backward on bwd_pt up to 4096 tokens a channel (where a channel fits)
 # (CCV1D_BWD_PT; by default up to 2048 tokens, bf16 4096; 4096 here: f16 with 2 vectors a thread in 256)
 step bwd-pt-wide 200 env CCV1D_BWD_PT=4096 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op bwd --layout cf && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"

@@ -190,7 +190,6 @@ fn stepv_fits(p: &UpdatePlan) -> Option<StepV> {
     let es = p.x.dtype.size() as i64;
     let aligned_to = |a: i64, v: &View, extra: &[i64]| v.addr as i64 % a == 0 && extra.iter().all(|s| s.wrapping_mul(es) % a == 0);
     let cs = &p.conv_state;
-    let rows_aligned = |a: i64, v: &View| v.stride[1] == 1 && aligned_to(a, v, &[if p.batch > 1 { v.stride[0] } else { 0 }]);
     let run_c = stepv_run_channels(es, p.state_len).filter(|_| !pm && aligned_to(16, cs, &[cs.stride[0]]) && knob(Knob::StepRun) != Some(0));
     let channels = run_c.unwrap_or(4);
     // its 2-D grid: channel tiles along x, row blocks (of at least one row) along y
@@ -199,5 +198,6 @@ fn stepv_fits(p: &UpdatePlan) -> Option<StepV> {
     }
     let a = 4 * es;
     let state_ok = aligned_to(a, cs, &[cs.stride[0], if pm { cs.stride[2] } else { 0 }]);
-    (state_ok && rows_aligned(a, &p.x) && rows_aligned(a, &p.out)).then_some(StepV { position_major: pm, channels, run: run_c.is_some() })
+    let rows_ok = |v: &View| v.stride[1] == 1 && aligned_to(a, v, &[if p.batch > 1 { v.stride[0] } else { 0 }]);
+    (state_ok && rows_ok(&p.x) && rows_ok(&p.out)).then_some(StepV { position_major: pm, channels, run: run_c.is_some() })
 }

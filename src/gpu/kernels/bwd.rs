@@ -473,7 +473,13 @@ pub(super) fn clw_blocks_per_sm(width: i64) -> i64 {
 /// 8x2048x1024 61.2 / 54.5 (no activation 56.7 / 53.8; W = 2 even, 53.3 / 53.7), 4x4096x512
 /// 35.1 / 31.4, 4x2048x1024 35.0 / 30.8, 1x5376x4096 77.3 / 71.3, 16x2048x1024 104.9 / 102.9;
 /// even at 4x256x4096 (18.6 / 18.7), and bigger ones stay (2x5376x4096 133.0 / 134.9,
-/// 4x5376x4096 257.9 / 289.4). `CCV1D_CL_BWD=0` / `1`: never / wherever it can run.
+/// 4x5376x4096 257.9 / 289.4). There f32 at W = 8 takes it on every grid and W = 6 / 7 from
+/// CLW_F32_FAST_WIDE_ELEMS elements (H200, docs/perf.md session 47; SiLU, µs, `bwd_cls` /
+/// `bwd_clw`): W = 8 1x5376x4096 98.6 / 76.8, 8x2048x1024 76.3 / 60.0, 4x4096x512 46.9 / 35.6,
+/// 4x256x4096 29.4 / 22.8 (4x5376x4096 269.9 / 275.0, on `bwd_clw` before too); W = 6 / 7
+/// 4x5376x4096 303.7 / 271.7, 301.6 / 271.5; below it mixed (W = 7 2x5376x4096 138.1 / 147.2,
+/// 16x5376x512 150.9 / 146.2; W = 6 8x2048x1024 57.2 / 57.2). `CCV1D_CL_BWD=0` / `1`: never /
+/// wherever it can run.
 fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let allowed = bwd_streams(p) && inp.dim % (16 / inp.x.dtype.size() as i64) == 0 && inp.seqlen <= (i32::MAX / 2) as i64;
@@ -481,10 +487,13 @@ fn bwd_clw(p: &BwdPlan, dev: &DeviceInfo) -> bool {
         Some(v) => allowed && v >= 1,
         None if inp.x.dtype == DType::F32 => {
             let elems = inp.batch.saturating_mul(inp.dim).saturating_mul(inp.seqlen);
-            let fast_cls = fast_memory(dev) && inp.width <= CLW_F32_ANY_GRID_MAX_W && CLS_F32_FAST.contains(&elems);
+            let fast = fast_memory(dev);
+            let fast_cls = fast && inp.width <= CLW_F32_ANY_GRID_MAX_W && CLS_F32_FAST.contains(&elems);
+            let fast_clw = fast && (inp.width == 8 || (CLW_F32_FAST_WIDE.contains(&inp.width) && elems >= CLW_F32_FAST_WIDE_ELEMS));
             allowed
                 && !fast_cls
                 && (clw_f32_any_grid(inp.x.dtype, inp.width)
+                    || fast_clw
                     || ((inp.width <= CLW_F32_MAX_W || inp.width == 8)
                         && bwd_clw_geometry(inp, dev)
                             .is_ok_and(|g| g.n_blocks >= CLW_F32_WAVES * clw_wave(dev, inp.width))))
@@ -516,6 +525,10 @@ fn clw_f32_any_grid(dt: DType, width: i64) -> bool {
 
 /// The widest f32 `bwd_clw` on every grid (`clw_f32_any_grid`).
 const CLW_F32_ANY_GRID_MAX_W: i64 = 4;
+/// f32 widths that take `bwd_clw` on `fast_memory` devices from CLW_F32_FAST_WIDE_ELEMS elements
+/// (B·D·L) on (`bwd_clw`).
+const CLW_F32_FAST_WIDE: std::ops::RangeInclusive<i64> = 6..=7;
+const CLW_F32_FAST_WIDE_ELEMS: i64 = 1 << 26;
 /// Elements (B·D·L) of the f32 problems that keep `bwd_cls` on `fast_memory` devices (`bwd_clw`).
 const CLS_F32_FAST: std::ops::Range<i64> = (1 << 23)..(40 << 20);
 

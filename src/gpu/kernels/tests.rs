@@ -1438,7 +1438,12 @@ fn fast_memory_kernel_choice() {
         assert!(cl_name(b, d, l, 4, h200()).starts_with("ccv1d_bwd_cls_"), "{b}x{d}x{l}");
         assert!(cl_name(b, d, l, 4, h100()).starts_with("ccv1d_bwd_clw_"), "{b}x{d}x{l}");
     }
-    for (b, d, l, w) in [(4, 256, 4096, 4), (2, 5376, 4096, 4), (4, 5376, 4096, 4), (8, 2048, 1024, 8)] {
+    for (b, d, l, w) in [(4, 256, 4096, 4), (2, 5376, 4096, 4), (4, 5376, 4096, 4), (4, 5376, 4096, 8), (2, 5376, 4096, 7)] {
         assert_eq!(cl_name(b, d, l, w, h200()), cl_name(b, d, l, w, h100()), "{b}x{d}x{l} W={w}");
+    }
+    // ... and bwd_clw at W = 8 on every grid, at W = 6 / 7 from 2^26 elements
+    for (b, d, l, w) in [(8, 2048, 1024, 8), (1, 5376, 4096, 8), (4, 256, 4096, 8), (4, 5376, 4096, 6), (4, 5376, 4096, 7)] {
+        assert!(cl_name(b, d, l, w, h200()).starts_with("ccv1d_bwd_clw_"), "{b}x{d}x{l} W={w}");
+        assert!(cl_name(b, d, l, w, h100()).starts_with("ccv1d_bwd_cls_"), "{b}x{d}x{l} W={w}");
     }
 }

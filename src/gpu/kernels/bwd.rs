@@ -568,7 +568,11 @@ const CLS_F32_FAST: std::ops::Range<i64> = (1 << 23)..(40 << 20);
 /// / 268.1; W = 5-7, the default / 512 / 1024, 4x5376x4096 W = 5 184.1 / 163.3 / 158.7, W = 6
 /// 190.3 / 170.5 / 167.7, W = 7 185.3 / 185.2 / 181.4. Not taken at 1x5376x4096 (1.0 wave of
 /// 512, 44.7 / 48.9), W = 2 (132.6 / 137.3), W = 8 (197.3 / 197.4 / 197.5) or without activation
-/// (W = 4 133.5 / 138.7, W = 6 138.9 / 142.2). Knobs set the chunk instead.
+/// (W = 4 133.5 / 138.7, W = 6 138.9 / 142.2). There W = 4 without activation takes CLW_CHUNK
+/// where that makes CLW_CHUNK_FAST_PLAIN_WAVES waves (H200, docs/perf.md session 47; µs, 192 /
+/// 256): bf16 4x5376x4096 133.4 / 132.8, 2x5376x4096 70.4 / 69.2, 8x5376x4096 264.8 / 261.7,
+/// 16x5376x512 70.6 / 69.2, f16 alike; not at 1x5376x4096 (2.0 waves: 38.3 / 39.3) nor at W = 2 /
+/// 3 (129.7 / 130.5, 131.2 / 131.3). Knobs set the chunk instead.
 fn bwd_clw_geometry(inp: &ConvInputs, dev: &DeviceInfo) -> Result<MainGeom> {
     let (dt, batch, dim, seqlen, width) = (inp.x.dtype, inp.batch, inp.dim, inp.seqlen, inp.width);
     let fit = ClFit { blocks_per_sm: clw_blocks_per_sm(width), one_wave: None };
@@ -580,14 +584,15 @@ fn bwd_clw_geometry(inp: &ConvInputs, dev: &DeviceInfo) -> Result<MainGeom> {
     let tuned = knob(Knob::ClChunk).is_some() || knob(Knob::ClTiles).is_some();
     if !tuned && seqlen >= chunk && blocks(chunk) >= 2 * wave && blocks(chunk) <= MAX_BLOCKS {
         take(if width <= CLW_SHORT_MAX_W && blocks(CLW_CHUNK_SHORT) <= MAX_BLOCKS { CLW_CHUNK_SHORT } else { chunk });
-        // fast memory, 16-bit SiLU: longer chunks at the widths that gained
-        let silu_chunk = match width {
-            3..=CLW_SHORT_MAX_W => Some(CLW_CHUNK_FAST_SILU),
-            5..=7 => Some(CLW_CHUNK_FAST_SILU_WIDE),
+        // fast memory, 16-bit: longer chunks (and the waves they need) where they gained
+        let long_chunk = match (width, inp.act) {
+            (3..=CLW_SHORT_MAX_W, Act::Silu) => Some((CLW_CHUNK_FAST_SILU, 2)),
+            (5..=7, Act::Silu) => Some((CLW_CHUNK_FAST_SILU_WIDE, 2)),
+            (4, Act::None) => Some((CLW_CHUNK, CLW_CHUNK_FAST_PLAIN_WAVES)),
             _ => None,
         };
-        if let Some(c) = silu_chunk.filter(|_| fast_memory(dev) && dt != DType::F32 && inp.act == Act::Silu) {
-            if seqlen >= c && blocks(c) >= 2 * wave {
+        if let Some((c, waves)) = long_chunk.filter(|_| fast_memory(dev) && dt != DType::F32) {
+            if seqlen >= c && blocks(c) >= waves * wave {
                 take(c);
             }
         }
@@ -607,6 +612,7 @@ const CLW_LONG_W: i64 = 7;
 const CLW_CHUNK_SHORT: i64 = 192;
 const CLW_CHUNK_FAST_SILU: i64 = 512;
 const CLW_CHUNK_FAST_SILU_WIDE: i64 = 1024;
+const CLW_CHUNK_FAST_PLAIN_WAVES: i64 = 3;
 const CLW_SHORT_MAX_W: i64 = 4;
 /// f32's short chunks (`bwd_clw_geometry`): the chunk, the widest W, the most waves.
 pub(super) const CLW_F32_SHORT: i64 = 64;

@@ -1424,7 +1424,12 @@ fn fast_memory_kernel_choice() {
     // not under two waves of them, at W = 2, without activation, at f32
     assert_eq!(cl_chunk(DType::BF16, 1, 5376, 4096, 4, Act::Silu, h200()).1, 192);
     assert_eq!(cl_chunk(DType::BF16, 4, 5376, 4096, 2, Act::Silu, h200()).1, 192);
-    assert_eq!(cl_chunk(DType::BF16, 4, 5376, 4096, 4, Act::None, h200()).1, 192);
+    assert_eq!(cl_chunk(DType::BF16, 4, 5376, 4096, 3, Act::None, h200()).1, 192);
+    // without activation at W = 4, 256-token chunks from three waves of them
+    for (b, d, l, want) in [(4, 5376, 4096, 256), (2, 5376, 4096, 256), (16, 5376, 512, 256), (1, 5376, 4096, 192)] {
+        assert_eq!(cl_chunk(DType::F16, b, d, l, 4, Act::None, h200()).1, want, "{b}x{d}x{l}");
+        assert_eq!(cl_chunk(DType::F16, b, d, l, 4, Act::None, h100()).1, 192, "{b}x{d}x{l}");
+    }
     assert_ne!(cl_chunk(DType::F32, 4, 5376, 4096, 4, Act::Silu, h200()).1, 512);
     // W = 5-7: 1024-token chunks; not at W = 8
     for w in 5..=7 {

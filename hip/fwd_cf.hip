@@ -24,7 +24,13 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
   constexpr int HV = (K + 3) / 4 * 4;                 // window floats before a vector (0, 4 or 8)
   constexpr int E = HV == 0 ? 4 : (HV < V ? HV : V);  // edge floats per vector slot
   constexpr int NHS = HV == 0 ? 1 : HV / E;           // slots a window spans (2: f32 with K > 4)
-  constexpr int NPL = E / 4;                          // float4 planes of an edge
+  // 16-bit at W >= 6 (a window's K > 4 values span a whole vector): the edge is the raw 16-byte
+  // vector, one shared store and one load a vector instead of two float4 planes of each, and the
+  // K values unpacked from it. Fewer registers: W = 7 runs at 12 blocks (instances.h; 12 bytes
+  // spilled against 92 with float edges). H200 SiLU 4x5376x4096 bf16, µs (docs/perf.md session
+  // 47): W = 6 97.0 -> 95.6, W = 7 101.9 -> 95.9, W = 8 99.8 -> 98.7.
+  constexpr bool RAWE = V == 8 && HV == V;
+  constexpr int NPL = RAWE ? 1 : E / 4;               // float4 planes of an edge
   constexpr int MAXR = SHORT ? 8 : 1;                 // kernels.rs caps rows_log2 at 3
   constexpr int NS = IT * NT + NHS * MAXR;            // slots: per row NHS halo, one per vector
   static_assert(NT == 1 << LOG_NT, "sub-block split assumes 128 threads");
@@ -86,12 +92,20 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
       hx = p >= 0 ? ldf<T>(P.x, xrow + p * xs) : row_halo<T>(P, rc, d, p, K);
     }
     if (SHORT && t0 == cbeg) load_weights<W>(P, d, wa.w, bias);
-    if (halo) ((float*)xe4b)[((tid % E) / 4 * NS + sbase + tid / E) * 4 + (tid & 3)] = hx;
+    if constexpr (RAWE) {
+      if (halo) ((uint16_t*)xe4b)[sbase * V + tid] = Tr<T>::from_f(hx).u;  // exact: hx is a T
+    } else {
+      if (halo) ((float*)xe4b)[((tid % E) / 4 * NS + sbase + tid / E) * 4 + (tid & 3)] = hx;
+    }
 #pragma unroll
     for (int j = 0; j < IT; ++j) {
+      const int s = sbase + NHS + j * ntr + tid;
+      if (RAWE) {
+        ((ccv_vec16*)xe4b)[s] = raw[0][j];
+        continue;
+      }
       float xv[V];
       Tr<T>::unpack(raw[0][j], xv);
-      const int s = sbase + NHS + j * ntr + tid;
 #pragma unroll
       for (int m = 0; K > 0 && m < E; m += 4) xe4b[(m / 4) * NS + s] = make_float4(xv[V - E + m], xv[V - E + m + 1], xv[V - E + m + 2], xv[V - E + m + 3]);
     }
@@ -99,8 +113,9 @@ CCV_DEV void fwd_cf_rows(const ccv_params& P) {
     // x at [tv-HV, tv+V) of vector j (v = j*ntr + tid): the edges before it, then its own
     auto window = [&](int j, int v, float* win) {
       const int s = sbase + NHS + v;
+      if (RAWE) Tr<T>::unpack(((const ccv_vec16*)xe4b)[s - 1], win);
 #pragma unroll
-      for (int m = 0; m < HV; m += 4) {
+      for (int m = 0; !RAWE && m < HV; m += 4) {
         const float4 q = xe4b[((m % E) / 4) * NS + s - NHS + m / E];
         win[m] = q.x; win[m + 1] = q.y; win[m + 2] = q.z; win[m + 3] = q.w;
       }

@@ -85,9 +85,10 @@
 // Launch bounds per family, x dtype and width W. On NVIDIA a minimum of resident blocks caps
 // registers at 65536 / (128 * b): used where it was measured to help on the H100 (fwd_cf: 12
 // blocks = 42 registers for W <= 5 — 4x5376x4096 f32 83 -> 94 % of copy, bf16 71 -> 82 %; wider
-// windows spill there, so 10 = 51 (W = 6-8 5-9 % faster than 8 = 64); W = 6 at 12 since session
-// 47 (4 bytes spilled at 16-bit; H200 SiLU 4x5376x4096 bf16 100.0 -> 97.7 us, f32 177.9 -> 170.0;
-// W = 7 / 8 spill 72-92 bytes at 12 and lost 45-60 %; fwd_cfw keeps 10); fwd_cl: 6 (80) for
+// windows spill there, so 10 = 51 (W = 6-8 5-9 % faster than 8 = 64); since session 47 12 at W = 6
+// (f32: 0 bytes spilled; H200 SiLU 4x5376x4096 177.9 -> 170.0 us, bf16 100.0 -> 97.7) and at 16-bit
+// W = 7, whose raw 16-byte edges (fwd_cf.hip) spill 12 bytes there (bf16 101.9 -> 95.9; f32 W = 7
+// lost, 179.4 -> 190.9, and 16-bit W = 8, 44 bytes spilled, 99.8 -> 111.1); fwd_cl: 6 (80) for
 // W <= 4, else 4 (its general path spills there, the streaming path does not; kernels.rs's
 // cl_blocks_per_sm assumes these);
 // bwd_cf: 8 (64) for W <= 4, 7 (72) above (W = 8 spills 8 bytes; against 6 blocks every W = 5-8
@@ -102,7 +103,7 @@
 // 16-bit bwd_cl: 5 = 102); 16-bit stepv: 6 (80) for W <= 4, 5 for W = 5, 4 above (its rows'
 // loads issued before the weights' took W = 4 from 79 to 92 registers and 5 blocks: B = 64 went
 // from one wave to two, bf16 5.4 -> 6.1 us; at 6 it is 5.2, B = 256 10.8, no spills),
-// fwd_cfw / bwd_cfw: as fwd_cf (but 10 at W = 6) / bwd_cf (40-48 / 64-72 registers, no spills up to W = 6 in
+// fwd_cfw / bwd_cfw: as fwd_cf up to W = 5 / bwd_cf (40-48 / 64-72 registers, no spills up to W = 6 in
 // bwd_cfw); 16-bit bwd_cfw at W = 8 was at 6 (80 registers) from session 18 until its right halo
 // went to shared memory (session 32: at 7, bf16 4x5376x4096 SiLU 201.6 -> 200.0 us, f16 206.4 ->
 // 201.1; with the halo carried in the SiLU pass 197.7, bf16 / f16 32 / 4 bytes spilled);
@@ -113,10 +114,10 @@
 #define CCV_LB_fwd_cf_f32(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 6 ? 12 : 10)
 #endif
 #ifndef CCV_LB_fwd_cf_f16
-#define CCV_LB_fwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 6 ? 12 : 10)
+#define CCV_LB_fwd_cf_f16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 7 ? 12 : 10)
 #endif
 #ifndef CCV_LB_fwd_cf_bf16
-#define CCV_LB_fwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 6 ? 12 : 10)
+#define CCV_LB_fwd_cf_bf16(W) CCV_LAUNCH_BOUNDS_MIN(CCV_NT_fwd_cf, (W) <= 7 ? 12 : 10)
 #endif
 #ifndef CCV_LB_fwd_cfs_f32
 #define CCV_LB_fwd_cfs_f32(W) CCV_LAUNCH_BOUNDS(CCV_NT_fwd_cfs)

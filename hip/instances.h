@@ -103,10 +103,11 @@
 // 16-bit bwd_cl: 5 = 102); 16-bit stepv: 6 (80) for W <= 4, 5 for W = 5, 4 above (its rows'
 // loads issued before the weights' took W = 4 from 79 to 92 registers and 5 blocks: B = 64 went
 // from one wave to two, bf16 5.4 -> 6.1 us; at 6 it is 5.2, B = 256 10.8, no spills),
-// fwd_cfw / bwd_cfw: as fwd_cf up to W = 5 / bwd_cf (40-48 / 64-72 registers, no spills up to W = 6 in
-// bwd_cfw); 16-bit bwd_cfw at W = 8 was at 6 (80 registers) from session 18 until its right halo
-// went to shared memory (session 32: at 7, bf16 4x5376x4096 SiLU 201.6 -> 200.0 us, f16 206.4 ->
-// 201.1; with the halo carried in the SiLU pass 197.7, bf16 / f16 32 / 4 bytes spilled);
+// fwd_cfw / bwd_cfw: as fwd_cf up to W = 5 (10 from 6) / bwd_cf (40-48 / 64-72 registers, no
+// spills up to W = 6 in bwd_cfw); 16-bit bwd_cfw at W = 8 was at 6 (80 registers) from session
+// 18 until its right halo went to shared memory (session 32: at 7, bf16 4x5376x4096 SiLU 201.6 ->
+// 200.0 us, f16 206.4 -> 201.1; with the halo carried in the SiLU pass 197.7, bf16 / f16 32 / 4
+// bytes spilled);
 // left to ptxas elsewhere. On AMD every family gets its bare block-size bound. Each can be overridden
 // for tuning builds by a header pre-included with `-include` in CAUSAL_CONV1D_NVCC_FLAGS (nvcc splits
 // -D values at commas).

@@ -1691,8 +1691,8 @@ fn gpu_update() {
 /// must run on it, and every f32 case on fast-memory devices (elsewhere f32 reports the kernel it
 /// ran on). Slots channel- and position-major with strides padded by 4 or 8 elements (channel-
 /// major 16-bit at state_len 2, 4 and 8 with and without the 16-byte RUN; f32's RUN at state_len
-/// 2 and 4 either way), a partial last channel tile
-/// (D = 1000: 250 of a block's 128 x 4 channels in the second tile), an odd batch, blocks of 1 and of 3 rows (a row pair, then a lone row),
+/// 2 and 4 either way), a partial last channel tile (D = 1000: 250 of a block's 128 x 4 channels
+/// in the second tile), an odd batch, blocks of 1 and of 3 rows (a row pair, then a lone row),
 /// conv_state_indices with padding rows, in place, weights on the vector path (bf16, f32) and off
 /// it (a padded or transposed weight), bias of either dtype, strided or absent.
 #[test]

@@ -30,11 +30,11 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
         let dims = [inp.batch, inp.dim, inp.seqlen];
         let vec = vec_ok(&inp.x, layout, dims) && vec_ok(&p.out, layout, dims);
         let pe = fwd_pe_launch(p, layout, &k, pe_max.unwrap_or_else(|| knob(Knob::FwdPe).unwrap_or_else(|| pe_max_elems(dt, layout))));
-        let pt = || fwd_pt_launch(p, layout, vec, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(dt, inp.seqlen, dev))));
+        let pt = || fwd_pt_launch(p, layout, vec, &k, pt_max.unwrap_or_else(|| knob(Knob::FwdPt).unwrap_or_else(|| pt_max_vectors(dt, inp.act, inp.seqlen, dev))));
         if let Some(l) = pe.or_else(pt) {
             v.push(l);
         } else {
-            let clw = layout == Layout::ChannelLast && vec && fwd_clw(p);
+            let clw = layout == Layout::ChannelLast && vec && fwd_clw(p, dev);
             let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
             let mut g = match layout {
                 Layout::ChannelFirst => {
@@ -90,10 +90,16 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
 /// Shorter rows kept `fwd_pt` (f32 4x4096x512 W = 4 20.0 / 20.6, W = 2 18.1 / 20.0; bf16
 /// 4x4096x512 without activation 11.7 / 12.7, 8x512x1024 7.3 / 7.8), and so did fewer vectors
 /// (f32 1x1024x1024 4.0 / 4.3, bf16 2x256x4096 4.5 / 4.7).
+/// bf16 with SiLU on fast-memory devices stops at 2^19 vectors as f16 does, whatever the rows:
+/// the tile kernel was faster or even past it (docs/perf.md, session 48; W = 4, µs, `fwd_pt` /
+/// the tile kernel): 4x4096x512 (2^20) 13.1 / 12.8, 8x2048x1024 23.8 / 23.2, 16x2048x512 24.3 /
+/// 23.2, 16x4096x256 25.4 / 23.9, 4x5376x512 16.6 / 16.0, 8x1024x1024 12.8 / 12.8; without
+/// activation `fwd_pt` stays (8x2048x1024 21.0 / 22.9, 4x4096x512 11.7 / 12.6).
 /// `CCV1D_FWD_PT` overrides it for every dtype (0: never).
-fn pt_max_vectors(dt: DType, seqlen: i64, dev: &DeviceInfo) -> i64 {
+fn pt_max_vectors(dt: DType, act: Act, seqlen: i64, dev: &DeviceInfo) -> i64 {
     let max = match dt {
         DType::F16 => 1 << 19,
+        DType::BF16 if fast_memory(dev) && act == Act::Silu => 1 << 19,
         DType::BF16 | DType::F32 => 1 << 21,
     };
     if fast_memory(dev) && seqlen >= tile_tokens(Layout::ChannelFirst, dt) {
@@ -248,9 +254,10 @@ pub(super) const FWD_CLW_CHUNK: i64 = 256;
 /// its prefetch walk short of registers (H100, docs/perf.md, session 18; bf16 4x5376x4096 SiLU,
 /// µs, `fwd_cl` against it: W = 5 137.1 / 130.2, W = 6 138.6 / 131.9, W = 7 145.0 / 133.6, W = 8
 /// 151.9 / 135.1). At W = 4 `fwd_cl`'s burst walk stays (124.1 against 128.5), and f32 keeps
-/// `fwd_cl` (W = 4 233.4 against 247.7, W = 8 255.8 / 256.3). `CCV1D_CL_FWD=0` / `1`: never /
+/// `fwd_cl` (W = 4 233.4 against 247.7, W = 8 255.8 / 256.3). On fast-memory devices the SiLU
+/// forward also takes it where `fwd_clw_fast_silu` says. `CCV1D_CL_FWD=0` / `1`: never /
 /// wherever it can run.
-fn fwd_clw(p: &FwdPlan) -> bool {
+fn fwd_clw(p: &FwdPlan, dev: &DeviceInfo) -> bool {
     let inp = &p.inp;
     let allowed = inp.seq_idx.is_none()
         && matches!(inp.seqs, Seqs::Rows)
@@ -258,6 +265,45 @@ fn fwd_clw(p: &FwdPlan) -> bool {
         && inp.seqlen <= (i32::MAX / 2) as i64;
     match knob(Knob::ClFwd) {
         Some(v) => allowed && v >= 1,
-        None => allowed && inp.x.dtype != DType::F32 && inp.width >= 5,
+        None => allowed && ((inp.x.dtype != DType::F32 && inp.width >= 5) || fwd_clw_fast_silu(inp, dev)),
+    }
+}
+
+/// The SiLU forward on `fwd_clw` on fast-memory devices (the H200), where it was faster than
+/// `fwd_cl` (docs/perf.md, session 48; µs, `fwd_cl` / `fwd_clw`; its chunks and blocks from
+/// `fwd_clw_geometry`, 2 waves = 2 x 132 x 8 blocks):
+/// - W = 3 at every shape measured: bf16 4x5376x4096 96.6 / 91.2, 1x5376x4096 27.5 / 26.6,
+///   8x2048x1024 22.2 / 20.0, 4x256x4096 7.9 / 7.3; f32 195.2 / 175.7, 51.9 / 49.4, 40.6 /
+///   37.3, 12.9 / 11.0.
+/// - 16-bit W = 4 where its chunks are FWD_CLW_CHUNK tokens: bf16 4x5376x4096 94.5 / 91.7,
+///   2x5376x4096 49.2 / 48.5, 16x5376x512 49.3 / 48.5, 8x2048x1024 21.4 / 20.5; f16 alike.
+///   Other chunks lost or tied: 4x2048x4096 (512 tokens) 39.0 / 42.4, 1x5376x4096 (384) 27.0 /
+///   27.0, 4x4096x512 (128) 12.7 / 13.5, 4x256x4096 (64) 7.6 / 8.0.
+/// - f32 W = 4 on grids of two waves or chunks of at most 128 tokens: 4x5376x4096 182.4 /
+///   175.5, 2x5376x4096 92.3 / 89.7, 16x5376x512 93.0 / 89.7, 4x4096x512 19.8 / 19.4,
+///   4x256x4096 11.3 / 11.0. One wave of longer chunks lost: 1x5376x4096 47.4 / 49.3,
+///   4x2048x4096 70.5 / 73.3, 8x2048x1024 36.7 / 37.3.
+/// - f32 W = 5-7 at every shape measured (W = 7 4x5376x4096 198.4 / 177.6, 4x4096x512 25.8 /
+///   19.9), W = 8 from chunks of 128 tokens (4x5376x4096 198.9 / 179.2; 4x256x4096, 64 tokens,
+///   13.5 / 14.8).
+/// Not taken: W = 2 (bf16 4x5376x4096 91.0 / 91.2, 1x5376x4096 25.5 / 26.9; f32 172.7 / 175.7)
+/// and W = 1 (not measured); without activation W = 4 lost at every shape (bf16 4x5376x4096
+/// 88.2 / 91.2, f32 174.3 / 175.2) and the other widths were not measured. 16-bit W >= 5 is on
+/// `fwd_clw` on every device.
+fn fwd_clw_fast_silu(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
+    if !fast_memory(dev) || inp.act != Act::Silu || !(3..=8).contains(&inp.width) {
+        return false;
+    }
+    let Ok(g) = fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dev) else {
+        return false;
+    };
+    let two_waves = g.n_blocks >= 2 * dev.multiprocessors.max(1) as i64 * FWD_CLW_BLOCKS_PER_SM;
+    match (inp.x.dtype, inp.width) {
+        (_, 3) => true,
+        (DType::F32, 4) => two_waves || g.chunk <= 2 * CL_TT,
+        (_, 4) => g.chunk == FWD_CLW_CHUNK,
+        (DType::F32, 8) => g.chunk >= 2 * CL_TT,
+        (DType::F32, _) => true,
+        _ => false,
     }
 }

@@ -396,7 +396,8 @@ pub(super) fn split_short_rows(km: &mut KParams, inp: &ConvInputs, g: &MainGeom)
 /// first, so that other rules apply: `fwd_one_step`, `fwd_warp_spans`, `bwd_cfw2`, `bwd_clw` and
 /// `bwd_clw_geometry` (docs/perf.md, session 43), `pt_max_vectors` (session 44), `bwd_cfwl`
 /// (session 45), f32 `bwd_clw` at W >= 6 and `bwd_clw_geometry`'s 16-bit chunks without
-/// activation (session 47). NVIDIA only: no such AMD device was measured.
+/// activation (session 47), `fwd_clw_fast_silu` and bf16 SiLU in `pt_max_vectors` (session 48).
+/// NVIDIA only: no such AMD device was measured.
 pub(super) fn fast_memory(dev: &DeviceInfo) -> bool {
     dev.vendor == Vendor::Nvidia && dev.mem_gbps >= FAST_MEMORY_GBPS
 }

@@ -1331,7 +1331,7 @@ fn peak_mem_gbps_from_clock_and_bus() {
     assert!(!fast_memory(&mi300()), "no AMD device was measured: its rules stay");
 }
 
-/// The rules that differ on `fast_memory` devices (H200, docs/perf.md sessions 43-44), against the
+/// The rules that differ on `fast_memory` devices (H200, docs/perf.md sessions 43-48), against the
 /// H100's on the same shapes.
 #[test]
 fn fast_memory_kernel_choice() {
@@ -1363,11 +1363,56 @@ fn fast_memory_kernel_choice() {
         (DType::BF16, 2, 2048, 2048, [true, false]), // 2^20
         (DType::BF16, 4, 256, 4096, [true, false]),  // 2^19
         (DType::BF16, 2, 256, 4096, [true, true]),   // 2^18
-        (DType::BF16, 8, 2048, 1024, [true, true]),  // 2^21, rows of half a tile
+        (DType::BF16, 8, 2048, 1024, [true, false]), // 2^21, rows of half a tile: bf16 SiLU at 2^19
+        (DType::BF16, 4, 4096, 512, [true, false]),  // 2^20
+        (DType::BF16, 8, 512, 1024, [true, true]),   // 2^19
         (DType::F16, 4, 256, 4096, [true, false]),   // 2^19, f16's own limit on the H100
     ] {
         assert_eq!(pt(dt, b, d, l), want, "{dt:?} {b}x{d}x{l}");
     }
+    // ... and without activation bf16 keeps the H100's limit on rows shorter than a tile
+    for (b, d, l) in [(8, 2048, 1024), (4, 4096, 512)] {
+        let mut inp = inputs(DType::BF16, b, d, l, 4, cf(b, d, l));
+        inp.act = Act::None;
+        let v = fwd_launches_pt(&fwd_plan(inp), &h200(), None, Some(0)).unwrap();
+        assert!(v[0].kernel.contains("_pt_"), "{b}x{d}x{l}: {}", v[0].kernel);
+    }
+    // channel-last SiLU forward on fwd_clw (fwd_clw_fast_silu): W = 3; 16-bit W = 4 in 256-token
+    // chunks; f32 W = 4 on two waves or chunks of at most 128 tokens, W = 5-7, W = 8 from 128;
+    // never on the H100 (16-bit W >= 5 on fwd_clw there too), at W = 2 or without activation
+    let clw = |dt, b, d, l, w, act, dev| {
+        let mut inp = inputs(dt, b, d, l, w, cl(b, d, l));
+        inp.act = act;
+        let v = fwd_launches_pt(&fwd_plan(inp), &dev, None, Some(0)).unwrap();
+        v[0].kernel.starts_with("ccv1d_fwd_clw_")
+    };
+    let mamba = (4, 5376, 4096);
+    for (dt, (b, d, l), w, want) in [
+        (DType::BF16, mamba, 3, true),
+        (DType::F16, (4, 256, 4096), 3, true),
+        (DType::F32, (1, 5376, 4096), 3, true),
+        (DType::BF16, mamba, 4, true),      // 5376 blocks of 256 tokens
+        (DType::F16, (8, 2048, 1024), 4, true), // 1024 blocks of 256
+        (DType::BF16, (4, 2048, 4096), 4, false), // 512-token chunks
+        (DType::BF16, (4, 4096, 512), 4, false),  // 128
+        (DType::BF16, (1, 5376, 4096), 4, false), // 384
+        (DType::F32, mamba, 4, true),
+        (DType::F32, (4, 256, 4096), 4, true),    // 64-token chunks
+        (DType::F32, (8, 2048, 1024), 4, false),  // one wave of 256
+        (DType::F32, (4, 2048, 4096), 4, false),  // one wave of 512
+        (DType::F32, mamba, 5, true),
+        (DType::F32, (4, 256, 4096), 7, true),
+        (DType::F32, (4, 4096, 512), 8, true),    // 128
+        (DType::F32, (4, 256, 4096), 8, false),   // 64
+        (DType::BF16, mamba, 2, false),
+        (DType::F32, mamba, 2, false),
+        (DType::BF16, mamba, 1, false),
+    ] {
+        assert_eq!(clw(dt, b, d, l, w, Act::Silu, h200()), want, "{dt:?} {b}x{d}x{l} W={w}");
+        assert!(!clw(dt, b, d, l, w, Act::Silu, h100()), "{dt:?} {b}x{d}x{l} W={w}");
+        assert!(!clw(dt, b, d, l, w, Act::None, h200()), "{dt:?} {b}x{d}x{l} W={w}");
+    }
+    assert!(clw(DType::BF16, 4, 5376, 4096, 6, Act::None, h200()) && clw(DType::BF16, 4, 5376, 4096, 6, Act::None, h100()));
     // channel-first backward: bwd_cfw (or bwd_cfw7, its last-wave rule), not bwd_cfw2
     for (dt, (b, d, l)) in [(DType::BF16, (4, 5376, 4096)), (DType::F32, (8, 2048, 1024))] {
         let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));

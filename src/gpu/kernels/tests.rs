@@ -1413,6 +1413,26 @@ fn fast_memory_kernel_choice() {
         assert!(!clw(dt, b, d, l, w, Act::None, h200()), "{dt:?} {b}x{d}x{l} W={w}");
     }
     assert!(clw(DType::BF16, 4, 5376, 4096, 6, Act::None, h200()) && clw(DType::BF16, 4, 5376, 4096, 6, Act::None, h100()));
+    // fwd_clw's chunks at 16-bit W >= 7: even ones of at most 384 tokens where the H100 cuts 256
+    let clw_chunk = |dt, b, d, l, w, dev| {
+        let v = fwd_launches(&fwd_plan(inputs(dt, b, d, l, w, cl(b, d, l))), &dev).unwrap();
+        assert!(v[0].kernel.starts_with("ccv1d_fwd_clw_"), "{}", v[0].kernel);
+        check_clw_geometry(&v[0], b, d, l);
+        params_of(&v[0]).chunk
+    };
+    for (dt, b, d, l, w, want) in [
+        (DType::BF16, 4, 5376, 4096, 8, 384), // 11 chunks: 10 of 384 and 256
+        (DType::F16, 2, 5376, 4096, 7, 384),
+        (DType::BF16, 4, 5376, 2048, 7, 384), // 6 chunks: 5 of 384 and 128
+        (DType::BF16, 16, 5376, 512, 8, 256), // 2 even chunks of 256
+        (DType::BF16, 4, 5376, 4096, 6, 256),
+        (DType::F32, 4, 5376, 4096, 8, 256),
+    ] {
+        assert_eq!(clw_chunk(dt, b, d, l, w, h200()), want, "{dt:?} {b}x{d}x{l} W={w}");
+    }
+    assert_eq!(clw_chunk(DType::BF16, 4, 5376, 4096, 8, h100()), 256);
+    // not where the chunks were not cut to 256 (one wave of them)
+    assert_eq!(clw_chunk(DType::BF16, 8, 2048, 1024, 8, h200()), clw_chunk(DType::BF16, 8, 2048, 1024, 8, h100()));
     // channel-first backward: bwd_cfw (or bwd_cfw7, its last-wave rule), not bwd_cfw2
     for (dt, (b, d, l)) in [(DType::BF16, (4, 5376, 4096)), (DType::F32, (8, 2048, 1024))] {
         let p = bwd_plan(inputs(dt, b, d, l, 4, cf(b, d, l)));

@@ -1407,6 +1407,9 @@ fn fast_memory_kernel_choice() {
         (DType::BF16, mamba, 2, false),
         (DType::F32, mamba, 2, false),
         (DType::BF16, mamba, 1, false),
+        (DType::F32, (4, 256, 512), 4, false),    // 8-token chunks
+        (DType::F32, (4, 256, 512), 3, false),
+        (DType::F32, (4, 256, 512), 6, false),
     ] {
         assert_eq!(clw(dt, b, d, l, w, Act::Silu, h200()), want, "{dt:?} {b}x{d}x{l} W={w}");
         assert!(!clw(dt, b, d, l, w, Act::Silu, h100()), "{dt:?} {b}x{d}x{l} W={w}");

@@ -41,7 +41,7 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
                     let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
                     fwd_cf_chunks(g, dt, inp.width, warp, inp.batch, inp.dim, inp.seqlen)
                 }
-                Layout::ChannelLast if clw => fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
+                Layout::ChannelLast if clw => fwd_clw_geometry(inp, dev)?,
                 Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
             };
             if warp {
@@ -294,7 +294,7 @@ fn fwd_clw_fast_silu(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
     if !fast_memory(dev) || inp.act != Act::Silu || !(3..=8).contains(&inp.width) {
         return false;
     }
-    let Ok(g) = fwd_clw_geometry(inp.batch, inp.dim, inp.seqlen, inp.x.dtype, inp.width, dev) else {
+    let Ok(g) = fwd_clw_geometry(inp, dev) else {
         return false;
     };
     let two_waves = g.n_blocks >= 2 * dev.multiprocessors.max(1) as i64 * FWD_CLW_BLOCKS_PER_SM;

@@ -281,20 +281,22 @@ fn recut_chunks(g: &mut MainGeom, batch: i64, seqlen: i64, short: i64, min_block
 /// `fwd_clw`'s chunks: `cl_stream_geometry`'s (wave-quantized, 8 blocks per SM), cut into
 /// FWD_CLW_CHUNK tokens where that makes at least two waves. H100 (docs/perf.md, session 18;
 /// bf16 4x5376x4096 SiLU, µs, chunks of 256 / 128 / 512 / the stream geometry's): W = 5 130.2 /
-/// 140.1 / 134.9 / 147.0, W = 8 135.1 / 159.9 / 137.6 / 153.6. On fast-memory devices 16-bit x
-/// at W >= FWD_CLW_LONG_MIN_W takes even chunks of at most FWD_CLW_LONG_CHUNK tokens there
-/// instead (H200, docs/perf.md, session 48; bf16 SiLU, µs, `CCV1D_CL_CHUNK` 256 / 320 / 384 /
-/// 512): 4x5376x4096 W = 8 101.2 / 100.1 / 98.4 / 98.7, W = 7 99.5 / 98.7 / 98.1 / 98.5,
-/// 2x5376x4096 W = 8 54.6 / 54.2 / 53.5 / 53.3; W = 4 kept 256 (91.6 / 96.9 / 98.1 / 99.7).
-/// Knobs set the chunk instead.
-pub(super) fn fwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, dt: DType, width: i64, dev: &DeviceInfo) -> Result<MainGeom> {
+/// 140.1 / 134.9 / 147.0, W = 8 135.1 / 159.9 / 137.6 / 153.6. On fast-memory devices the 16-bit
+/// SiLU forward at W >= FWD_CLW_LONG_MIN_W takes even chunks of at most FWD_CLW_LONG_CHUNK
+/// tokens there instead (H200, docs/perf.md, session 48; bf16 SiLU, µs, `CCV1D_CL_CHUNK` 256 /
+/// 320 / 384 / 512): 4x5376x4096 W = 8 101.2 / 100.1 / 98.4 / 98.7, W = 7 99.5 / 98.7 / 98.1 /
+/// 98.5, 2x5376x4096 W = 8 54.6 / 54.2 / 53.5 / 53.3; W = 4 kept 256 (91.6 / 96.9 / 98.1 / 99.7),
+/// and so did W = 5 / 6 (92.7 / 95.3 and 94.6 / 96.6 at 256 / 384) and W = 8 without activation
+/// (92.9 / 96.3). Knobs set the chunk instead.
+pub(super) fn fwd_clw_geometry(inp: &ConvInputs, dev: &DeviceInfo) -> Result<MainGeom> {
+    let (batch, seqlen) = (inp.batch, inp.seqlen);
     let fit = ClFit { blocks_per_sm: FWD_CLW_BLOCKS_PER_SM, one_wave: None };
-    let mut g = cl_stream_geometry(batch, dim, seqlen, fit, dev)?;
+    let mut g = cl_stream_geometry(batch, inp.dim, seqlen, fit, dev)?;
     if knob(Knob::ClChunk).is_none() && knob(Knob::ClTiles).is_none() {
         let waves2 = 2 * (dev.multiprocessors.max(1) as i64) * FWD_CLW_BLOCKS_PER_SM;
         let before = g.chunk;
         recut_chunks(&mut g, batch, seqlen, FWD_CLW_CHUNK, waves2);
-        let long = fast_memory(dev) && dt != DType::F32 && width >= FWD_CLW_LONG_MIN_W;
+        let long = fast_memory(dev) && inp.x.dtype != DType::F32 && inp.act == Act::Silu && inp.width >= FWD_CLW_LONG_MIN_W;
         if long && g.chunk != before {
             let per = ceil_div(seqlen.max(1), ceil_div(seqlen.max(1), FWD_CLW_LONG_CHUNK));
             g.chunk = g.chunk.max(ceil_div(per, CL_TT) * CL_TT);
@@ -305,7 +307,7 @@ pub(super) fn fwd_clw_geometry(batch: i64, dim: i64, seqlen: i64, dt: DType, wid
     Ok(g)
 }
 /// `fwd_clw_geometry`'s longer chunks on fast-memory devices: tokens and the narrowest 16-bit
-/// window that takes them.
+/// SiLU window that takes them.
 pub(super) const FWD_CLW_LONG_CHUNK: i64 = 384;
 pub(super) const FWD_CLW_LONG_MIN_W: i64 = 7;
 

@@ -1416,7 +1416,7 @@ fn fast_memory_kernel_choice() {
         assert!(!clw(dt, b, d, l, w, Act::None, h200()), "{dt:?} {b}x{d}x{l} W={w}");
     }
     assert!(clw(DType::BF16, 4, 5376, 4096, 6, Act::None, h200()) && clw(DType::BF16, 4, 5376, 4096, 6, Act::None, h100()));
-    // fwd_clw's chunks at 16-bit W >= 7: even ones of at most 384 tokens where the H100 cuts 256
+    // fwd_clw's chunks at 16-bit SiLU W >= 7: even ones of at most 384 tokens where the H100 cuts 256
     let clw_chunk = |dt, b, d, l, w, dev| {
         let v = fwd_launches(&fwd_plan(inputs(dt, b, d, l, w, cl(b, d, l))), &dev).unwrap();
         assert!(v[0].kernel.starts_with("ccv1d_fwd_clw_"), "{}", v[0].kernel);
@@ -1434,6 +1434,10 @@ fn fast_memory_kernel_choice() {
         assert_eq!(clw_chunk(dt, b, d, l, w, h200()), want, "{dt:?} {b}x{d}x{l} W={w}");
     }
     assert_eq!(clw_chunk(DType::BF16, 4, 5376, 4096, 8, h100()), 256);
+    // without activation 256 stays
+    let mut inp = inputs(DType::BF16, 4, 5376, 4096, 8, cl(4, 5376, 4096));
+    inp.act = Act::None;
+    assert_eq!(params_of(&fwd_launches(&fwd_plan(inp), &h200()).unwrap()[0]).chunk, 256);
     // not where the chunks were not cut to 256 (one wave of them)
     assert_eq!(clw_chunk(DType::BF16, 8, 2048, 1024, 8, h200()), clw_chunk(DType::BF16, 8, 2048, 1024, 8, h100()));
     // channel-first backward: bwd_cfw (or bwd_cfw7, its last-wave rule), not bwd_cfw2

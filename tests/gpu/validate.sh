@@ -77,7 +77,7 @@ step cl-fwd-clw-everywhere 200 env CCV1D_CL_FWD=1 CCV1D_FWD_PE=0 CCV1D_TEST_CASE
 # every width, then `gpu_fwd_clw`'s cases with it
 step cl-fwd-clw-halo 200 env CCV1D_CL_FWD=2 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4 && "$2" gpu::kernels::gputest::gpu_fwd_clw --ignored --test-threads=1' "$BIN/ccv1d" "$BIN/sweep" "$BIN/causal_conv1d"
 # fwd_clw in 384-token chunks (CCV1D_CL_CHUNK=384; 96-token walks a group), the longest its rules
-# take (16-bit W >= 7 on fast-memory devices such as the H200), with its halo, on every case
+# take (16-bit SiLU at W >= 7 on fast-memory devices such as the H200), with its halo, on every case
 step cl-fwd-long-chunks 200 env CCV1D_CL_FWD=2 CCV1D_CL_CHUNK=384 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step cl-fwd-clw-never 200 env CCV1D_CL_FWD=0 CCV1D_FWD_PE=0 CCV1D_TEST_CASES=$(( ${CASES:-1000} / 4 )) CCV1D_TEST_REPEATS=10 sh -c '"$0" test --backend gpu --full --op fwd --layout cl && "$1" --test-threads=4' "$BIN/ccv1d" "$BIN/sweep"
 step seeds 60 "$BIN/seeds"

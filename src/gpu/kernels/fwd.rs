@@ -297,12 +297,12 @@ fn fwd_clw_fast_silu(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
     let Ok(g) = fwd_clw_geometry(inp, dev) else {
         return false;
     };
-    let two_waves = g.n_blocks >= 2 * dev.multiprocessors.max(1) as i64 * FWD_CLW_BLOCKS_PER_SM;
     if g.chunk < CL_TT {
         // chunks of a few tokens (one-wave grids of short rows: 4x256x512 f32 W = 4 in 8-token
-        // chunks took 5.1 µs against `fwd_cl`'s 3.7 in call F); every chunk measured faster was a tile or more
+        // chunks took 5.1 µs against `fwd_cl`'s 3.7); every chunk measured faster was a tile or more
         return false;
     }
+    let two_waves = g.n_blocks >= 2 * dev.multiprocessors.max(1) as i64 * FWD_CLW_BLOCKS_PER_SM;
     match (inp.x.dtype, inp.width) {
         (_, 3) => true,
         (DType::F32, 4) => two_waves || g.chunk <= 2 * CL_TT,

@@ -34,15 +34,18 @@ pub fn fwd_launches_pt(p: &FwdPlan, dev: &DeviceInfo, pt_max: Option<i64>, pe_ma
         if let Some(l) = pe.or_else(pt) {
             v.push(l);
         } else {
-            let clw = layout == Layout::ChannelLast && vec && fwd_clw(p, dev);
+            let clw_geometry = if layout == Layout::ChannelLast && vec { fwd_clw(p, dev)? } else { None };
+            let clw = clw_geometry.is_some();
             let warp = layout == Layout::ChannelFirst && fwd_warp_spans(p, dev);
             let mut g = match layout {
                 Layout::ChannelFirst => {
                     let g = main_geometry(layout, dt, inp.batch, inp.dim, inp.seqlen, dev)?;
                     fwd_cf_chunks(g, dt, inp.width, warp, inp.batch, inp.dim, inp.seqlen)
                 }
-                Layout::ChannelLast if clw => fwd_clw_geometry(inp, dev)?,
-                Layout::ChannelLast => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
+                Layout::ChannelLast => match clw_geometry {
+                    Some(g) => g,
+                    None => fwd_cl_geometry(inp.batch, inp.dim, inp.seqlen, dt, inp.width, dev)?,
+                },
             };
             if warp {
                 let slots = dev.multiprocessors.max(1) as i64 * fwd_cfw_blocks_per_sm(inp.width);
@@ -256,16 +259,23 @@ pub(super) const FWD_CLW_CHUNK: i64 = 256;
 /// 151.9 / 135.1). At W = 4 `fwd_cl`'s burst walk stays (124.1 against 128.5), and f32 keeps
 /// `fwd_cl` (W = 4 233.4 against 247.7, W = 8 255.8 / 256.3). On fast-memory devices the SiLU
 /// forward also takes it where `fwd_clw_fast_silu` says. `CCV1D_CL_FWD=0` / `1`: never /
-/// wherever it can run.
-fn fwd_clw(p: &FwdPlan, dev: &DeviceInfo) -> bool {
+/// wherever it can run. Returns its geometry (`fwd_clw_geometry`, computed once) where it runs.
+fn fwd_clw(p: &FwdPlan, dev: &DeviceInfo) -> Result<Option<MainGeom>> {
     let inp = &p.inp;
     let allowed = inp.seq_idx.is_none()
         && matches!(inp.seqs, Seqs::Rows)
         && inp.dim % (16 / inp.x.dtype.size() as i64) == 0
         && inp.seqlen <= (i32::MAX / 2) as i64;
+    if !allowed {
+        return Ok(None);
+    }
+    let fast_silu = fast_memory(dev) && inp.act == Act::Silu && (3..=8).contains(&inp.width);
     match knob(Knob::ClFwd) {
-        Some(v) => allowed && v >= 1,
-        None => allowed && ((inp.x.dtype != DType::F32 && inp.width >= 5) || fwd_clw_fast_silu(inp, dev)),
+        Some(v) if v >= 1 => fwd_clw_geometry(inp, dev).map(Some),
+        None if inp.x.dtype != DType::F32 && inp.width >= 5 => fwd_clw_geometry(inp, dev).map(Some),
+        // a geometry it cannot take leaves the call to fwd_cl's (which reports the same limits)
+        None if fast_silu => Ok(fwd_clw_geometry(inp, dev).ok().filter(|g| fwd_clw_fast_silu(inp, g, dev))),
+        _ => Ok(None),
     }
 }
 
@@ -289,14 +299,8 @@ fn fwd_clw(p: &FwdPlan, dev: &DeviceInfo) -> bool {
 /// Not taken: W = 2 (bf16 4x5376x4096 91.0 / 91.2, 1x5376x4096 25.5 / 26.9; f32 172.7 / 175.7)
 /// and W = 1 (not measured); without activation W = 4 lost at every shape (bf16 4x5376x4096
 /// 88.2 / 91.2, f32 174.3 / 175.2) and the other widths were not measured. 16-bit W >= 5 is on
-/// `fwd_clw` on every device.
-fn fwd_clw_fast_silu(inp: &ConvInputs, dev: &DeviceInfo) -> bool {
-    if !fast_memory(dev) || inp.act != Act::Silu || !(3..=8).contains(&inp.width) {
-        return false;
-    }
-    let Ok(g) = fwd_clw_geometry(inp, dev) else {
-        return false;
-    };
+/// `fwd_clw` on every device. `g`: `fwd_clw_geometry`'s, for a SiLU call at W = 3-8 (`fwd_clw`).
+fn fwd_clw_fast_silu(inp: &ConvInputs, g: &MainGeom, dev: &DeviceInfo) -> bool {
     if g.chunk < CL_TT {
         // chunks of a few tokens (one-wave grids of short rows: 4x256x512 f32 W = 4 in 8-token
         // chunks took 5.1 µs against `fwd_cl`'s 3.7); every chunk measured faster was a tile or more
